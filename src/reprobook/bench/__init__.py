@@ -1,0 +1,1 @@
+"""Benchmarks: each module has ``main(argv)`` printing ratios measured in one run."""

@@ -1,0 +1,74 @@
+"""Execute one chapter notebook with papermill, in the process that runs this module.
+
+The runner starts ``python -m reprobook.execute SPEC.json`` in a fresh process per chapter (locally
+or on a Dask worker), so that a crash, a hang or a leak in one chapter cannot take others down.
+The spec names the input notebook, the output notebook, the parameters to inject and a per-cell
+timeout; the outcome is written to ``SPEC.result.json``. The ledger goes where
+``$REPROBOOK_LEDGER`` says (the chapter's ``ledger.save()`` writes it).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .atomic import write_text
+
+STATIC_ENV = "REPROBOOK_STATIC"
+
+
+def failed_cell(nb_path: Path) -> dict | None:
+    """The cell that raised or was still running in a (partial) executed notebook."""
+    try:
+        nb = json.loads(Path(nb_path).read_text())
+    except (OSError, ValueError):
+        return None
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        status = cell.get("metadata", {}).get("papermill", {}).get("status")
+        errored = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+        if errored or status in ("running", "failed"):
+            src = cell.get("source", "")
+            src = "".join(src) if isinstance(src, list) else src
+            return {"index": i, "status": "error" if errored else status, "source": src[:2000]}
+    return None
+
+
+def run_spec(spec: dict) -> dict:
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    t0 = time.perf_counter()
+    out = Path(spec["output"])
+    result = {"status": "ok", "error": None, "cell": None}
+    try:
+        pm.execute_notebook(spec["notebook"], str(out), parameters=spec["parameters"],
+                            cwd=spec.get("cwd"), execution_timeout=spec.get("cell_timeout"),
+                            kernel_name=spec.get("kernel_name"), progress_bar=False,
+                            log_output=False, report_mode=False)
+    except PapermillExecutionError as e:
+        result.update(status="error", error=f"{e.ename}: {e.evalue}", cell=failed_cell(out))
+    except Exception as e:  # a timeout or a dead kernel: report it, do not crash the runner
+        name = type(e).__name__
+        status = "timeout" if "Timeout" in name or "timed out" in str(e).lower() else "error"
+        result.update(status=status, error=f"{name}: {e}".strip()[:2000], cell=failed_cell(out))
+        if status == "error" and result["cell"] is None:
+            result["traceback"] = traceback.format_exc()[-4000:]
+    result["wall_time_s"] = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec_path = Path(argv[0])
+    spec = json.loads(spec_path.read_text())
+    result = run_spec(spec)
+    write_text(spec_path.with_suffix(".result.json"), json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+import json
+
+import plotly.graph_objects as go
+import pytest
+
+from reprobook.plotting import _html, show, slider_figure
+from reprobook.widgets import explore, is_static
+
+
+def fig():
+    return go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="a</script>"))
+
+
+def test_html_is_stable_offline_and_escaped():
+    a, b = _html(fig(), "rb-fig-x"), _html(fig(), "rb-fig-x")
+    assert a == b
+    assert 'id="rb-fig-x"' in a and "window.Plotly.newPlot" in a
+    assert "cdn" not in a.lower() and "require" not in a
+    assert "a</script>" not in a  # cannot close the script tag early
+
+
+def test_show_emits_html_and_plotly_json(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
+    assert show(fig(), "demo") is None
+    bundle = shown[0]
+    assert set(bundle) == {"application/vnd.plotly.v1+json", "text/html", "text/plain"}
+    assert json.dumps(bundle["application/vnd.plotly.v1+json"])
+    with pytest.raises(ValueError, match="figure name"):
+        show(fig(), "bad name!")
+    with pytest.raises(TypeError, match="Figure"):
+        show({"data": []}, "x")
+
+
+def test_slider_figure_toggles_visibility():
+    frames = {f"k={k}": [go.Scatter(y=[k, k]), go.Bar(y=[k])] for k in (1, 2, 3)}
+    f = slider_figure(frames, "k", title="t")
+    assert len(f.data) == 6 and [t.visible for t in f.data] == [True, True] + [False] * 4
+    steps = f.layout.sliders[0].steps
+    assert [s.label for s in steps] == ["k=1", "k=2", "k=3"]
+    assert steps[2].args[0]["visible"] == [False] * 4 + [True, True]
+    with pytest.raises(ValueError, match="same number of traces"):
+        slider_figure({"a": [go.Scatter()], "b": []}, "x")
+    with pytest.raises(ValueError):
+        slider_figure({}, "x")
+
+
+def test_explore_static_note_and_live_widget(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **k: shown.append(obj))
+
+    def draw(k=1, log=False):
+        return fig()
+
+    monkeypatch.setenv("REPROBOOK_STATIC", "1")
+    assert is_static() and explore(draw, k=(1, 5, 1)) is None
+    assert "open this chapter in Jupyter" in shown[-1].data
+    monkeypatch.setenv("REPROBOOK_STATIC", "0")
+    ui = explore(draw, k=(1, 5, 1), log=False)
+    assert ui is not None and len(ui.children) >= 2
+    with pytest.raises(TypeError, match="no parameter"):
+        explore(draw, q=(1, 2))

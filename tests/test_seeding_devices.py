@@ -1,0 +1,45 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from reprobook import rng, seed_everything, select_device
+from reprobook.devices import device_description
+
+
+def draw():
+    return random.random(), np.random.rand(), torch.rand(1).item()
+
+
+def test_same_seed_same_numbers():
+    seed_everything(7)
+    a = draw()
+    seed_everything(7)
+    assert draw() == a
+    seed_everything(8)
+    assert draw() != a
+
+
+def test_rng_streams_are_reproducible_and_distinct():
+    assert rng(1, 2).random() == rng(1, 2).random()
+    assert rng(1, 2).random() != rng(1, 3).random()
+
+
+@pytest.mark.parametrize("bad", [1.5, "3", True, -1, 2**32])
+def test_bad_seed(bad):
+    with pytest.raises((TypeError, ValueError), match="seed"):
+        seed_everything(bad)
+
+
+def test_devices():
+    assert select_device("auto").type in ("cpu", "cuda")
+    assert select_device("CPU").type == "cpu"
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        select_device("tpu")
+    with pytest.raises(TypeError):
+        select_device(0)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA"):
+            select_device("cuda")
+    assert "cpu" in device_description("cpu")
