@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from reprobook.chapters import discover
+from reprobook.chapters import book_root, discover
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = book_root(Path(__file__).resolve().parents[2])
 HTML = ROOT / "_build" / "html" / "smoke"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -27,9 +27,12 @@ FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "-
 def server():
     if not (HTML / "index.html").exists():
         pytest.fail("the book is not built: run `reprobook book` first (make test does)")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(HTML))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.RequestHandlerClass.log_message = lambda *a: None
     t = threading.Thread(target=httpd.serve_forever, daemon=True)
     t.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -62,8 +65,13 @@ def test_page_draws_offline(server, browser, path, name):
     requests, errors = [], []
     page.on("request", lambda r: requests.append(r.url))
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
+            if r.status >= 400 and not r.url.endswith("favicon.ico") else None)
     page.goto(f"{server}/{path}", wait_until="load")
-    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(1500)  # late requests (fonts, MathJax pieces) are caught too
+    if page.locator("article span.math").count():  # formulas in the text are typeset (offline)
+        page.wait_for_function("() => window.MathJax && document.querySelector("
+                               "'article .MathJax, article mjx-container')", timeout=30_000)
     figures = page.locator("div.rb-plotly")
     n = figures.count()
     if n:
@@ -78,7 +86,7 @@ def test_page_draws_offline(server, browser, path, name):
     offsite = [u for u in requests if not u.startswith((server, "data:", "blob:", "about:"))]
     page.close()
     assert not offsite, f"{path} made network requests: {offsite[:5]}"
-    assert not errors, f"{path} raised JavaScript errors: {errors[:3]}"
+    assert not errors, f"{path}: JavaScript errors or missing files: {errors[:3]}"
     if path.startswith("notebooks/"):
         assert n >= 1, f"{path} has no plotly figure"
     assert drawn == n, f"{path}: only {drawn} of {n} plotly figures drew"

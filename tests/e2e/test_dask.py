@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from reprobook.chapters import discover
+from reprobook.chapters import book_root, discover
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = book_root(Path(__file__).resolve().parents[2])
 BIN = Path(sys.executable).parent
 PREFERRED = ["stratified-ppi", "h-pmd"]
 
