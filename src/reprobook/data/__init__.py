@@ -1,0 +1,1 @@
+"""Synthetic task generators and dataset loaders."""

@@ -1,0 +1,1 @@
+"""Statistics: correlation coefficients, inference helpers and their simulations."""
