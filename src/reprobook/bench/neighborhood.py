@@ -1,0 +1,264 @@
+"""Benchmark: neighborhood attention, blocked (fused) vs GEMM vs dense-masked vs NATTEN vs SDPA.
+
+On CPU it prints, for each length ``L`` (1-D, kernel 63 by default), the median forward time of
+each form divided by that of our blocked form (ratios measured in one run; absolute times depend
+on the machine):
+
+* ``naive``: dense attention with the ``L x L`` neighbourhood mask (``impl="reference"``);
+* ``gemm``: gather the ``k`` neighbours of every query, batched matmuls (``impl="gemm"``);
+* ``natten``: ``natten.na1d(..., backend="flex-fna")`` when NATTEN is importable (its CPU path);
+* ``sdpa``: dense full self-attention, ``torch.nn.functional.scaled_dot_product_attention``.
+
+A ratio above 1 means the blocked form is that many times faster. The work the blocked form does is
+about ``L * (T + k - 1)`` scores (tile ``T``) against ``L**2`` for dense attention.
+
+It also provides :func:`track_memory`, a deterministic allocation counter used by the chapter.
+
+On a GPU it times the Triton kernel against SDPA (and NATTEN, if installed) with
+``triton.testing.do_bench`` and prints TFLOP/s with NATTEN's count
+``FLOPs = 2·B·H·N·prod(k)·(D + Dv)`` (dense SDPA: ``2·B·H·N²·(D + Dv)``).
+
+    python -m reprobook.bench.neighborhood [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from reprobook.kernels.neighborhood import na1d, na2d
+
+__all__ = ["track_memory", "median_time", "median_times", "cpu_times", "main", "na_flops"]
+
+
+# --------------------------------------------------------------------------------------------
+# deterministic memory accounting
+# --------------------------------------------------------------------------------------------
+class _AllocationCounter(TorchDispatchMode):
+    """Counts the bytes of tensor storages that aten ops create while the mode is active.
+
+    Each op's outputs whose storage is new (not one of its inputs' and not already counted) add
+    their storage size to ``current``; the bytes are released when the last tensor object seen
+    with that storage is garbage-collected. ``peak`` is the maximum of ``current``, ``largest``
+    the largest single new storage. Storages created outside (the inputs) are never counted.
+    Everything is counted from the ops' outputs, so the numbers do not depend on the allocator,
+    the machine or timing: the same code and shapes give the same bytes.
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps __torch_dispatch__ in a dynamo-disable guard unless told otherwise; nothing
+        # here is compiled, and the guard would import torch._dynamo (seconds) on first use
+        return False
+
+    def __init__(self):
+        super().__init__()
+        self.live: dict[int, list[int]] = {}   # storage address -> [bytes, tensor objects]
+        self.current = self.peak = self.largest = 0
+
+    def _release(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.current -= entry[0]
+            del self.live[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
+                  if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            st = t.untyped_storage()
+            key, nbytes = st.data_ptr(), st.nbytes()
+            if key in self.live:
+                self.live[key][1] += 1
+            elif key in inputs or nbytes == 0:
+                continue                      # a view of (or in-place on) an outside tensor
+            else:
+                self.live[key] = [nbytes, 1]
+                self.current += nbytes
+                self.peak = max(self.peak, self.current)
+                self.largest = max(self.largest, nbytes)
+            weakref.finalize(t, self._release, key)
+        return out
+
+
+def track_memory(fn, *args, **kwargs) -> dict:
+    """Run ``fn(*args, **kwargs)`` under no-grad and count what its aten ops allocate.
+
+    Returns ``{"peak": bytes, "largest": bytes, "result_bytes": bytes}``: the peak of the bytes
+    live at once (the returned result included), the largest single allocation, and the size of
+    the returned tensor's storage. Deterministic (see :class:`_AllocationCounter`).
+    """
+    counter = _AllocationCounter()
+    with torch.no_grad(), counter:
+        out = fn(*args, **kwargs)
+    res = out.untyped_storage().nbytes() if isinstance(out, torch.Tensor) else 0
+    del out
+    return {"peak": counter.peak, "largest": counter.largest, "result_bytes": res}
+
+
+# --------------------------------------------------------------------------------------------
+# timing
+# --------------------------------------------------------------------------------------------
+def median_time(fn, repeats: int = 5) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls after one warm-up call (seconds)."""
+    return median_times({"fn": fn}, repeats)["fn"]
+
+
+def median_times(fns: dict, repeats: int = 5) -> dict:
+    """Median wall time of each ``fns[name]()`` (seconds), timed round-robin after a warm-up.
+
+    Interleaving the repeats (a, b, c, a, b, c, ...) exposes every form to the same bursts of
+    load from other processes, which keeps the *ratios* steadier than timing one form at a time.
+    """
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _natten():
+    try:
+        import natten
+    except Exception:  # natten is optional
+        return None
+    return natten
+
+
+def _sdpa(q, k, v):
+    # SDPA takes [B, H, L, D]; the transposes are views of the heads-last tensors
+    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                          v.transpose(1, 2)).transpose(1, 2)
+
+
+def _inputs(shape, device="cpu", dtype=torch.float32, seed=0):
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    return [torch.randn(*shape, generator=gen, dtype=dtype).to(device) for _ in range(3)]
+
+
+def cpu_times(lengths, kernel_size=63, B=1, H=4, D=64, repeats=5,
+              forms=("blocked", "naive", "gemm", "sdpa", "natten"), dims=1) -> dict:
+    """``{L: {form: median seconds}}`` of the forward pass (float32, CPU, inference mode).
+
+    ``dims=2`` runs ``na2d`` on ``L x L`` maps with a ``kernel_size x kernel_size`` window.
+    ``"natten"`` is skipped silently when NATTEN is not importable.
+    """
+    na = na1d if dims == 1 else na2d
+    natten = _natten() if "natten" in forms else None
+    out = {}
+    with torch.inference_mode():
+        for L in lengths:
+            shape = (B, L, H, D) if dims == 1 else (B, L, L, H, D)
+            q, k, v = _inputs(shape)
+            fns = {
+                "blocked": lambda: na(q, k, v, kernel_size, impl="torch"),
+                "naive": lambda: na(q, k, v, kernel_size, impl="reference"),
+                "gemm": lambda: na(q, k, v, kernel_size, impl="gemm"),
+                "sdpa": (lambda: _sdpa(q, k, v)) if dims == 1 else (
+                    lambda: _sdpa(*(t.reshape(B, L * L, H, D) for t in (q, k, v)))),
+            }
+            if natten is not None:
+                nat = natten.na1d if dims == 1 else natten.na2d
+                fns["natten"] = lambda: nat(q, k, v, kernel_size=kernel_size, backend="flex-fna")
+            out[L] = median_times({f: fns[f] for f in forms if f in fns}, repeats)
+    return out
+
+
+def na_flops(B, H, N, kernel_volume, D, Dv=None) -> float:
+    """NATTEN's forward FLOP count: two GEMMs over ``N * prod(k)`` scores."""
+    Dv = D if Dv is None else Dv
+    return 2.0 * B * H * N * kernel_volume * (D + Dv)
+
+
+def _print_table(title, times):
+    forms = [f for f in ("naive", "gemm", "natten", "sdpa") if any(f in t for t in times.values())]
+    print(title)
+    print(f"{'L':>6} " + " ".join(f"{f + '/blocked':>15}" for f in forms))
+    for L, t in times.items():
+        print(f"{L:>6} " + " ".join(
+            f"{t[f] / t['blocked']:>15.2f}" if f in t else f"{'-':>15}" for f in forms))
+
+
+def gpu_table(lengths, kernel_size=127, B=1, H=8, D=128):  # pragma: no cover - needs a GPU
+    """GPU only: ms and TFLOP/s of the Triton forward, SDPA and NATTEN (fp16, 1-D)."""
+    import triton
+
+    natten = _natten()
+    print(f"GPU fp16 forward, B={B}, H={H}, D={D}, kernel {kernel_size}; NA TFLOP/s = "
+          "2*B*H*N*k*(D+Dv)/time, SDPA TFLOP/s = 2*B*H*N*N*(D+Dv)/time")
+    print(f"{'L':>6} {'triton ms':>10} {'TFLOP/s':>8} {'sdpa ms':>8} {'TFLOP/s':>8} {'natten ms':>10}")
+    for L in lengths:
+        q, k, v = _inputs((B, L, H, D), device="cuda", dtype=torch.float16)
+        with torch.no_grad():
+            ms_tri = triton.testing.do_bench(lambda: na1d(q, k, v, kernel_size, impl="triton"))
+            ms_sdpa = triton.testing.do_bench(lambda: _sdpa(q, k, v))
+            ms_nat = (triton.testing.do_bench(lambda: natten.na1d(q, k, v, kernel_size))
+                      if natten is not None else float("nan"))
+        f_na = na_flops(B, H, L, kernel_size, D)
+        f_sd = na_flops(B, H, L, L, D)
+        print(f"{L:>6} {ms_tri:>10.3f} {f_na / ms_tri / 1e9:>8.1f} {ms_sdpa:>8.3f} "
+              f"{f_sd / ms_sdpa / 1e9:>8.1f} {ms_nat:>10.3f}")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="reprobook.bench.neighborhood",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="lengths 256..1024, three repeats, no NATTEN (< 30 s)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=None, help="override the lengths")
+    parser.add_argument("--kernel-size", type=int, default=63)
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement")
+    parser.add_argument("--no-natten", action="store_true", help="skip NATTEN even if installed")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's; 1 is steadier on a busy machine)")
+    args = parser.parse_args(argv)
+    threads_before = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        return _run(args)
+    finally:
+        torch.set_num_threads(threads_before)     # do not leak into other benchmarks
+
+
+def _run(args) -> dict:
+    lengths = args.lengths or ([256, 512, 1024] if args.quick else [512, 1024, 2048, 4096])
+    repeats = args.repeats or (3 if args.quick else 5)
+    forms = ["blocked", "naive", "gemm", "sdpa"]
+    if not (args.quick or args.no_natten):
+        forms.append("natten")
+    times = cpu_times(lengths, kernel_size=args.kernel_size, repeats=repeats, forms=forms)
+    natten_note = "" if "natten" in forms and _natten() else " (NATTEN not run)"
+    _print_table(f"1-D neighborhood attention forward, CPU float32, B=1, H=4, D=64, kernel "
+                 f"{args.kernel_size}, {torch.get_num_threads()} thread(s): time / blocked time "
+                 f"(median of {repeats}){natten_note}",
+                 times)
+    result = {"1d": times}
+    if not args.quick:
+        times2 = cpu_times([32, 64], kernel_size=13, repeats=repeats, forms=forms, dims=2)
+        _print_table("2-D neighborhood attention, X = Y = L, kernel 13x13, same settings", times2)
+        result["2d"] = times2
+    if torch.cuda.is_available():  # pragma: no cover
+        gpu_table([1024, 4096, 16384, 65536])
+    return result
+
+
+if __name__ == "__main__":
+    main()

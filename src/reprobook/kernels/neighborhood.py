@@ -1,0 +1,436 @@
+r"""Neighborhood attention (NA) in 1-D and 2-D, with NATTEN's semantics and heads-last layout.
+
+Every query attends only to a window of ``k`` keys per spatial axis (the product of the per-axis
+windows in 2-D). For a query at coordinate ``i`` on an axis of length ``L`` with kernel size ``k``,
+dilation ``d`` and a causal flag:
+
+* **dilation groups** -- the query only sees keys of its own residue ``g = i mod d``; inside the
+  group it has the local coordinate ``i' = i div d`` and the group has ``n_g = ceil((L - g) / d)``
+  members (groups differ in length when ``d`` does not divide ``L``);
+* **non-causal** -- with ``left = k div 2`` and ``right = k - 1 - left`` (an even ``k = 2r`` sees
+  ``r`` keys on the left and ``r - 1`` on the right, as NATTEN >= 0.17.5), the window is the ``k``
+  consecutive group positions ``[c - left, c + right]`` around ``c = clamp(i', left, n_g-1-right)``.
+  Near a border the window is *shifted* inward, never truncated, so every query sees exactly ``k``
+  keys (unlike flash-attention's sliding window, which truncates);
+* **causal** -- the window is ``[i' - k + 1, i'] ∩ [0, i']``: truncated near the start, since a
+  causal window cannot move forward.
+
+A key is a neighbour in 2-D iff it is one on both axes, each with its own ``(k, d, causal)``. The
+output is ``o_i = sum_{j in N(i)} softmax_j(scale * q_i . k_j) v_j`` with ``scale = D**-0.5``.
+
+Four forms sit behind :func:`na1d` / :func:`na2d` (``impl=``):
+
+``"reference"``
+    dense attention over all ``N`` tokens with the ``N x N`` neighbourhood mask (ground truth,
+    brute force, O(N^2) time and memory; float64-capable).
+``"gemm"``
+    NATTEN's unfused form: gather the ``K = prod(k)`` neighbours of every query into a
+    ``[B, H, N, K, D]`` tensor, form the ``[B, H, N, K]`` attention matrix by a batched matmul,
+    softmax it, and contract it with the gathered values. O(N K D) memory.
+``"torch"`` (alias ``"fused"``)
+    the blocked ("fused") form: queries are tiled (per dilation group, per axis); the
+    neighbourhoods of a tile of ``T`` consecutive queries lie inside a *halo* of ``T + k - 1``
+    consecutive keys, so each tile does one small dense attention against its halo with the NA
+    mask. Tiles are processed in chunks of bounded size, so the working set does not grow with N
+    and the work is O(N (T + k) D) rather than O(N^2 D). Differentiable by autograd.
+``"triton"``
+    a Triton forward kernel of the same blocked algorithm with an online softmax over key blocks
+    (one program per query tile; on CPU it runs under ``TRITON_INTERPRET=1``).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ._checks import FLOAT_DTYPES, check_impl, check_tensor, compute_dtype
+
+__all__ = ["na1d", "na2d", "neighborhood_mask", "neighborhood_indices", "default_tile", "IMPLS"]
+
+IMPLS = ("reference", "gemm", "torch", "fused", "triton")
+
+#: Upper bound on the number of attention scores one chunk of query tiles holds at a time in the
+#: blocked form (B * H * tiles * T * halo). It bounds the working set independently of N.
+CHUNK_SCORES = 1 << 18
+
+
+def default_tile(kernel_size: Sequence[int]) -> tuple[int, ...]:
+    """Query tile of the blocked form: about half the kernel per axis (a power of two).
+
+    A tile of ``T`` queries scores ``T + k - 1`` halo keys per axis, so smaller tiles waste less
+    work on masked scores while larger ones make bigger, more efficient matmuls; ``T ~ k / 2``
+    (clamped to [16, 128] in 1-D, [4, 16] in 2-D) is a good middle on CPUs.
+    """
+    lo, hi = {1: (16, 128), 2: (4, 16)}.get(len(kernel_size), (2, 8))
+    return tuple(min(hi, max(lo, (1 << max(0, (k - 1).bit_length())) // 2)) for k in kernel_size)
+
+
+# --------------------------------------------------------------------------------------------
+# argument handling
+# --------------------------------------------------------------------------------------------
+def _per_axis(name: str, x, na_dim: int, kind) -> tuple:
+    """Broadcast an int/bool (or accept a tuple of length ``na_dim``) to a per-axis tuple."""
+    if isinstance(x, (list, tuple)):
+        if len(x) != na_dim:
+            raise ValueError(f"{name} must be one value or a tuple of {na_dim}, got {x!r}")
+        vals = tuple(x)
+    else:
+        vals = (x,) * na_dim
+    for v in vals:
+        if kind is bool:
+            if not isinstance(v, bool):
+                raise TypeError(f"{name} must be a bool or a tuple of bools, got {x!r}")
+        elif isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name} must be an int or a tuple of ints, got {x!r}")
+    return vals
+
+
+def _check_args(query, key, value, na_dim, kernel_size, dilation, is_causal, scale, impl):
+    impl = check_impl(impl, IMPLS)
+    if impl == "fused":
+        impl = "torch"
+    ndim = na_dim + 3
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, t, dtypes=FLOAT_DTYPES)
+        if t.dim() != ndim:
+            layout = "[B, L, H, D]" if na_dim == 1 else "[B, X, Y, H, D]"
+            raise ValueError(f"{name} must have {ndim} dimensions {layout} for na{na_dim}d, "
+                             f"got shape {tuple(t.shape)}")
+    if key.shape != query.shape:
+        raise ValueError(f"key must have the shape of query {tuple(query.shape)}, "
+                         f"got {tuple(key.shape)}")
+    if value.shape[:-1] != query.shape[:-1]:
+        raise ValueError(f"value must match query in all but the last dimension, got "
+                         f"{tuple(value.shape)} for query {tuple(query.shape)}")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(f"query, key and value must share a dtype, got {query.dtype}, "
+                        f"{key.dtype}, {value.dtype}")
+    if not (query.device == key.device == value.device):
+        raise ValueError("query, key and value must be on one device")
+    if min(query.shape) == 0:
+        raise ValueError(f"query must not be empty, got shape {tuple(query.shape)}")
+    ks = _per_axis("kernel_size", kernel_size, na_dim, int)
+    dil = _per_axis("dilation", dilation, na_dim, int)
+    causal = _per_axis("is_causal", is_causal, na_dim, bool)
+    spatial = tuple(query.shape[1:1 + na_dim])
+    for a, (n, k, d) in enumerate(zip(spatial, ks, dil)):
+        if k < 1:
+            raise ValueError(f"kernel_size must be >= 1, got {k} on axis {a}")
+        if d < 1:
+            raise ValueError(f"dilation must be >= 1, got {d} on axis {a}")
+        if k > n:
+            raise ValueError(f"kernel_size {k} exceeds the input length {n} on axis {a}")
+        if k * d > n:
+            raise ValueError(f"kernel_size * dilation = {k}*{d} = {k * d} exceeds the input "
+                             f"length {n} on axis {a}")
+    if scale is None:
+        scale = query.shape[-1] ** -0.5
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale must be a float or None, got {scale!r}")
+    return impl, spatial, ks, dil, causal, float(scale)
+
+
+# --------------------------------------------------------------------------------------------
+# the neighbourhood
+# --------------------------------------------------------------------------------------------
+def _window_bounds(i: torch.Tensor, n, k: int, causal: bool):
+    """First and last (inclusive) group-local key of the windows of group-local queries ``i``.
+
+    ``n`` is the group length (an int or a tensor broadcastable to ``i``). Non-causal windows
+    are centred on ``clamp(i, left, n - 1 - right)``: shifted inward at the borders so they hold
+    exactly ``k`` keys. Causal windows end at the query and are cut at 0.
+    """
+    if causal:
+        return torch.clamp(i - (k - 1), min=0), i
+    left = k // 2
+    right = k - 1 - left
+    n = torch.as_tensor(n, device=i.device)
+    center = torch.minimum(torch.clamp(i, min=left), n - 1 - right)
+    return center - left, center + right
+
+
+def _axis_neighbours(length: int, k: int, d: int, causal: bool, device=None):
+    """Per-axis neighbour table: ``idx[i, t]`` (the t-th key of query i) and ``valid[i, t]``.
+
+    Slot ``t`` holds group position ``hi(i) - (k - 1) + t``; only causal windows near the start
+    have slots before ``lo(i)``, which are invalid (their index is clamped to a real key).
+    """
+    i = torch.arange(length, device=device)
+    g = i % d
+    n_g = (length - g + d - 1) // d
+    lo, hi = _window_bounds(i // d, n_g, k, causal)
+    jp = hi[:, None] - (k - 1) + torch.arange(k, device=device)[None, :]
+    valid = jp >= lo[:, None]
+    idx = g[:, None] + d * jp.clamp(min=0)
+    return idx, valid
+
+
+def _combine_axes(tables_idx, tables_valid, sizes):
+    """Cartesian product of per-axis tables ``[..., k_a]`` into flat row-major indices."""
+    idx, valid = tables_idx[0], tables_valid[0]
+    for a in range(1, len(tables_idx)):
+        ia, va = tables_idx[a], tables_valid[a]
+        # broadcast: existing leading axes x new axis, then flatten both the query and key parts
+        idx = idx[:, None, :, None] * sizes[a] + ia[None, :, None, :]
+        valid = valid[:, None, :, None] & va[None, :, None, :]
+        n1, n2, k1, k2 = idx.shape
+        idx = idx.reshape(n1 * n2, k1 * k2)
+        valid = valid.reshape(n1 * n2, k1 * k2)
+    return idx, valid
+
+
+def neighborhood_indices(shape, kernel_size, dilation=1, is_causal=False, device=None):
+    """Flat neighbour indices ``[N, prod(k)]`` and their validity for a token grid ``shape``.
+
+    Tokens are numbered row-major. Invalid slots (only causal windows near the start have them)
+    hold an arbitrary valid index and ``valid = False``.
+    """
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    nd = len(shape)
+    ks = _per_axis("kernel_size", kernel_size, nd, int)
+    dil = _per_axis("dilation", dilation, nd, int)
+    causal = _per_axis("is_causal", is_causal, nd, bool)
+    tabs = [_axis_neighbours(n, k, d, c, device) for n, k, d, c in zip(shape, ks, dil, causal)]
+    return _combine_axes([t[0] for t in tabs], [t[1] for t in tabs], shape)
+
+
+def _axis_mask_dense(length: int, k: int, d: int, causal: bool, device=None) -> torch.Tensor:
+    """Brute-force ``[L, L]`` mask of one axis, written from the definition (ground truth).
+
+    Deliberately independent of :func:`_window_bounds`: for a non-causal query the window is the
+    ``k`` consecutive group positions starting at ``clamp(i' - k div 2, 0, n_g - k)``.
+    """
+    i = torch.arange(length, device=device)[:, None]
+    j = torch.arange(length, device=device)[None, :]
+    same_group = (i % d) == (j % d)
+    ip, jp = i // d, j // d
+    if causal:
+        inside = (jp <= ip) & (jp > ip - k)
+    else:
+        n_g = (length - i % d + d - 1) // d
+        first = torch.minimum(torch.clamp(ip - k // 2, min=0), n_g - k)
+        inside = (jp >= first) & (jp < first + k)
+    return same_group & inside
+
+
+def neighborhood_mask(shape, kernel_size, dilation=1, is_causal=False, device=None) -> torch.Tensor:
+    """The ``[N, N]`` boolean NA mask of a token grid ``shape`` (``mask[i, j]``: i sees j)."""
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    nd = len(shape)
+    ks = _per_axis("kernel_size", kernel_size, nd, int)
+    dil = _per_axis("dilation", dilation, nd, int)
+    causal = _per_axis("is_causal", is_causal, nd, bool)
+    mask = None
+    for n, k, d, c in zip(shape, ks, dil, causal):
+        m = _axis_mask_dense(n, k, d, c, device)
+        if mask is None:
+            mask = m
+        else:
+            a, b = mask.shape[0], m.shape[0]
+            mask = (mask[:, None, :, None] & m[None, :, None, :]).reshape(a * b, a * b)
+    return mask
+
+
+# --------------------------------------------------------------------------------------------
+# layout helpers: heads-last [B, *S, H, D]  <->  flat heads-first [B, H, N, D]
+# --------------------------------------------------------------------------------------------
+def _to_flat(x: torch.Tensor, dtype) -> torch.Tensor:
+    b, h, dd = x.shape[0], x.shape[-2], x.shape[-1]
+    return x.reshape(b, -1, h, dd).transpose(1, 2).to(dtype).contiguous()
+
+
+def _from_flat(o: torch.Tensor, like_shape, dv: int, dtype) -> torch.Tensor:
+    return o.transpose(1, 2).reshape(*like_shape[:-1], dv).to(dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# impl = "reference": dense masked attention
+# --------------------------------------------------------------------------------------------
+def _na_reference(q, k, v, spatial, ks, dil, causal, scale):
+    ct = compute_dtype(q.dtype)
+    qf, kf, vf = (_to_flat(t, ct) for t in (q, k, v))
+    mask = neighborhood_mask(spatial, ks, dil, causal, device=q.device)
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    s = s.masked_fill(~mask, float("-inf"))
+    o = torch.softmax(s, dim=-1) @ vf
+    return _from_flat(o, q.shape, v.shape[-1], q.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# impl = "gemm": gather neighbourhoods, batched matmul (NATTEN's unfused QK / AV form)
+# --------------------------------------------------------------------------------------------
+def _na_gemm(q, k, v, spatial, ks, dil, causal, scale):
+    ct = compute_dtype(q.dtype)
+    qf, kf, vf = (_to_flat(t, ct) for t in (q, k, v))
+    idx, valid = neighborhood_indices(spatial, ks, dil, causal, device=q.device)
+    kn = kf[:, :, idx]                       # [B, H, N, K, D]
+    vn = vf[:, :, idx]                       # [B, H, N, K, Dv]
+    attn = torch.einsum("bhnd,bhnkd->bhnk", qf, kn) * scale
+    attn = attn.masked_fill(~valid, float("-inf")).softmax(dim=-1)
+    o = torch.einsum("bhnk,bhnkd->bhnd", attn, vn)
+    return _from_flat(o, q.shape, v.shape[-1], q.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# impl = "torch": blocked / fused form
+# --------------------------------------------------------------------------------------------
+def _axis_tiles(length: int, k: int, d: int, causal: bool, tile: int, device=None) -> dict:
+    """The query tiles of one axis, described by a few numbers per tile (O(L / T) memory).
+
+    Tiles never mix dilation groups: tile ``t`` of group ``g`` holds the group-local queries
+    ``t*T .. t*T + T - 1`` (the last one may be partial). Window starts are non-decreasing and
+    grow by at most one per query, so the union of a tile's windows lies in the *halo* of
+    ``S = T + k - 1`` consecutive group positions from the first query's window start (moved
+    left if it would overrun the group). Per tile: group ``g``, first query ``start``, group
+    length ``n`` and halo start ``base``; plus the axis constants.
+    """
+    n_max = -(-length // d)
+    t_len = min(tile, n_max)
+    span = min(t_len + k - 1, n_max)
+    g_all, start_all, n_all = [], [], []
+    for g in range(d):
+        n_g = (length - g + d - 1) // d
+        n_tiles = -(-n_g // t_len)
+        g_all.append(torch.full((n_tiles,), g, device=device))
+        start_all.append(torch.arange(n_tiles, device=device) * t_len)
+        n_all.append(torch.full((n_tiles,), n_g, device=device))
+    g, start, n = torch.cat(g_all), torch.cat(start_all), torch.cat(n_all)
+    lo_first, _ = _window_bounds(start, n, k, causal)
+    base = torch.minimum(lo_first, torch.clamp(n - span, min=0))
+    return dict(g=g, start=start, n=n, base=base, T=t_len, S=span, k=k, d=d, causal=causal)
+
+
+def _tile_chunk(axes, tile_ids, sizes):
+    """Flat query/key indices and the mask for a chunk of N-D tiles (Cartesian product of axes).
+
+    ``tile_ids[a]`` selects each chunk entry's tile on axis ``a``. Returns ``qflat [C, Tq]``
+    (padding repeats the tile's last query), ``qvalid [C, Tq]``, ``kflat [C, S]`` and
+    ``mask [C, Tq, S]`` with ``Tq = prod(T_a)``, ``S = prod(S_a)``.
+    """
+    qflat = qvalid = kflat = mask = None
+    for a, (ax, ids) in enumerate(zip(axes, tile_ids)):
+        dev = ids.device
+        g, n = ax["g"][ids, None], ax["n"][ids, None]                   # [C, 1]
+        qp = ax["start"][ids, None] + torch.arange(ax["T"], device=dev)  # [C, T] group-local
+        qv = qp < n
+        qp = torch.minimum(qp, n - 1)
+        lo, hi = _window_bounds(qp, n, ax["k"], ax["causal"])
+        kp = ax["base"][ids, None] + torch.arange(ax["S"], device=dev)  # [C, S] group-local
+        kv = kp < n
+        qi = g + ax["d"] * qp
+        ki = g + ax["d"] * torch.minimum(kp, n - 1)
+        m = (kp[:, None, :] >= lo[:, :, None]) & (kp[:, None, :] <= hi[:, :, None]) & kv[:, None, :]
+        if a == 0:
+            qflat, qvalid, kflat, mask = qi, qv, ki, m
+            continue
+        c = qi.shape[0]
+        qflat = (qflat[:, :, None] * sizes[a] + qi[:, None, :]).reshape(c, -1)
+        qvalid = (qvalid[:, :, None] & qv[:, None, :]).reshape(c, -1)
+        kflat = (kflat[:, :, None] * sizes[a] + ki[:, None, :]).reshape(c, -1)
+        mask = (mask[:, :, None, :, None] & m[:, None, :, None, :]).reshape(
+            c, qflat.shape[1], kflat.shape[1])
+    return qflat, qvalid, kflat, mask
+
+
+def _chunk_attention(qf, kf, vf, qflat, kflat, mask, scale, ct):
+    """Dense attention of each tile in a chunk against its halo, with the NA mask as a bias.
+
+    ``qf, kf, vf`` are heads-last rows ``[B, N, H, D]``; returns ``[B, C*Tq, H, Dv]``. Written as
+    a function so that its intermediates are freed as soon as the chunk is done.
+    """
+    b, _, h, _ = qf.shape
+    c, tq = qflat.shape
+    span = kflat.shape[1]
+
+    def rows(x, idx, m):                                   # [B, C*m, H, D] -> [B*H*C, m, D]
+        g = x.index_select(1, idx.reshape(-1)).to(ct)
+        return g.view(b, c, m, h, -1).permute(0, 3, 1, 2, 4).reshape(b * h * c, m, -1)
+
+    qc, kc, vc = rows(qf, qflat, tq), rows(kf, kflat, span), rows(vf, kflat, span)
+    neg_inf = torch.tensor(float("-inf"), dtype=ct, device=qf.device)
+    zero = torch.zeros((), dtype=ct, device=qf.device)
+    # the additive 0 / -inf bias is fused into the score GEMM (baddbmm)
+    bias = torch.where(mask, zero, neg_inf).expand(b, h, c, tq, span).reshape(-1, tq, span)
+    s = torch.baddbmm(bias, qc, kc.transpose(1, 2), alpha=scale)      # [B*H*C, Tq, S]
+    oc = torch.bmm(torch.softmax(s, dim=-1), vc)                       # [B*H*C, Tq, Dv]
+    return oc.view(b, h, c * tq, -1).transpose(1, 2)                   # [B, C*Tq, H, Dv]
+
+
+def _na_blocked(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None, chunk_scores=None):
+    ct = compute_dtype(q.dtype)
+    na_dim = len(spatial)
+    tile_shape = default_tile(ks) if tile_shape is None else _per_axis(
+        "tile_shape", tile_shape, na_dim, int)
+    if any(t < 1 for t in tile_shape):
+        raise ValueError(f"tile_shape entries must be >= 1, got {tile_shape}")
+    chunk_scores = CHUNK_SCORES if chunk_scores is None else int(chunk_scores)
+    b, h, dv = q.shape[0], q.shape[-2], v.shape[-1]
+    # heads-last token rows [B, N, H, D]: a view for contiguous inputs, so nothing of size N is
+    # copied; each chunk gathers (and casts) only the rows it needs
+    qf, kf, vf = (t.reshape(b, -1, h, t.shape[-1]) for t in (q, k, v))
+    n = qf.shape[1]
+    dev = q.device
+    axes = [_axis_tiles(L, kk, d, c, t, dev)
+            for L, kk, d, c, t in zip(spatial, ks, dil, causal, tile_shape)]
+    n_tiles = [ax["g"].shape[0] for ax in axes]
+    tq = math.prod(ax["T"] for ax in axes)
+    span = math.prod(ax["S"] for ax in axes)
+    total = math.prod(n_tiles)
+    per_chunk = max(1, chunk_scores // (b * h * tq * span))
+
+    # one extra "trash" row receives the padded queries' outputs, so that every chunk is written
+    # with a single index_copy_ (autograd-friendly: the trash row's gradient is simply dropped)
+    out = torch.empty(b, n + 1, h, dv, dtype=ct, device=dev)
+    for t0 in range(0, total, per_chunk):
+        flat = torch.arange(t0, min(total, t0 + per_chunk), device=dev)
+        ids = []
+        for nt in reversed(n_tiles):                      # unravel row-major tile index
+            ids.append(flat % nt)
+            flat = flat // nt
+        qflat, qvalid, kflat, mask = _tile_chunk(axes, ids[::-1], spatial)
+        oc = _chunk_attention(qf, kf, vf, qflat, kflat, mask, scale, ct)
+        out.index_copy_(1, torch.where(qvalid, qflat, n).reshape(-1), oc)
+        del oc, qflat, qvalid, kflat, mask                # free before the next chunk
+    return out[:, :n].reshape(*q.shape[:-1], dv).to(q.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+def _na(query, key, value, na_dim, kernel_size, dilation, is_causal, scale, impl, tile_shape):
+    impl, spatial, ks, dil, causal, scale = _check_args(
+        query, key, value, na_dim, kernel_size, dilation, is_causal, scale, impl)
+    if impl == "reference":
+        return _na_reference(query, key, value, spatial, ks, dil, causal, scale)
+    if impl == "gemm":
+        return _na_gemm(query, key, value, spatial, ks, dil, causal, scale)
+    if impl == "torch":
+        return _na_blocked(query, key, value, spatial, ks, dil, causal, scale, tile_shape)
+    from ._neighborhood_triton import na_triton_forward
+
+    return na_triton_forward(query, key, value, spatial, ks, dil, causal, scale, tile_shape)
+
+
+def na1d(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, kernel_size: int,
+         dilation: int = 1, is_causal: bool = False, scale: float | None = None,
+         impl: str = "torch", *, tile_shape: int | Sequence[int] | None = None) -> torch.Tensor:
+    """1-D neighborhood attention; ``query``, ``key`` ``[B, L, H, D]``, ``value`` ``[B, L, H, Dv]``.
+
+    Mirrors ``natten.na1d`` (stride 1, no additional keys). ``impl`` is one of ``"reference"``,
+    ``"gemm"``, ``"torch"`` (= ``"fused"``) or ``"triton"``; ``tile_shape`` sets the query tile
+    of the blocked and Triton forms. Returns ``[B, L, H, Dv]`` in the input dtype.
+    """
+    return _na(query, key, value, 1, kernel_size, dilation, is_causal, scale, impl, tile_shape)
+
+
+def na2d(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+         kernel_size: int | tuple[int, int], dilation: int | tuple[int, int] = 1,
+         is_causal: bool | tuple[bool, bool] = False, scale: float | None = None,
+         impl: str = "torch", *, tile_shape: int | Sequence[int] | None = None) -> torch.Tensor:
+    """2-D neighborhood attention on ``[B, X, Y, H, D]`` (``value`` ``[B, X, Y, H, Dv]``).
+
+    ``kernel_size``, ``dilation`` and ``is_causal`` may be given per axis as 2-tuples; a key is
+    a neighbour iff it is one on both axes. Otherwise as :func:`na1d`.
+    """
+    return _na(query, key, value, 2, kernel_size, dilation, is_causal, scale, impl, tile_shape)

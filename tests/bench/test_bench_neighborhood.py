@@ -1,0 +1,45 @@
+"""The neighborhood-attention benchmark runs, and its memory counter is exact and deterministic."""
+
+import torch
+
+from reprobook.bench.neighborhood import cpu_times, main, median_times, na_flops, track_memory
+from reprobook.kernels.neighborhood import na1d
+
+
+def test_track_memory_counts_new_storages_only():
+    x = torch.randn(100, 10)                       # created outside: never counted
+
+    def f(t):
+        a = t * 2                                  # 4000 bytes
+        b = a.view(-1)                             # a view: no new bytes
+        c = torch.cat([b, b])                      # 8000 bytes, a alive too -> 12000
+        del a, b
+        return c.sum()                             # c freed after; result 4 bytes
+
+    m = track_memory(f, x)
+    assert m["peak"] == 12000 and m["largest"] == 8000 and m["result_bytes"] == 4
+
+
+def test_track_memory_is_deterministic_and_separates_forms():
+    q, k, v = (torch.randn(1, 256, 2, 16) for _ in range(3))
+    runs = [track_memory(na1d, q, k, v, 15, impl="torch") for _ in range(2)]
+    assert runs[0] == runs[1]
+    dense = track_memory(na1d, q, k, v, 15, impl="reference")
+    assert dense["largest"] >= 2 * 256 * 256 * 4          # the H x L x L scores
+    assert runs[0]["largest"] < dense["largest"]
+
+
+def test_cpu_times_and_main(capsys):
+    t = cpu_times([32], kernel_size=5, H=1, D=8, repeats=1, forms=("blocked", "naive", "sdpa"))
+    assert set(t[32]) == {"blocked", "naive", "sdpa"} and all(x > 0 for x in t[32].values())
+    out = main(["--quick", "--lengths", "40", "--kernel-size", "7", "--repeats", "1",
+                "--threads", "1"])
+    assert list(out["1d"]) == [40]
+    assert "naive/blocked" in capsys.readouterr().out
+
+
+def test_median_times_and_flops():
+    calls = []
+    med = median_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 2)
+    assert set(med) == {"a", "b"} and calls == ["a", "b", "a", "b", "a", "b"]
+    assert na_flops(1, 2, 10, 3, 4) == 2 * 1 * 2 * 10 * 3 * 8
