@@ -13,8 +13,10 @@ from rich.table import Table
 from .chapters import ChapterError, discover, select
 from .profiles import PROFILES, SMOKE, ParameterError, parse_override
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# In a log (CI, a batch job) tables get room for full chapter names instead of 80 columns.
+_WIDTH = None if sys.stdout.isatty() else 140
+console = Console(highlight=False, width=_WIDTH)
+err = Console(stderr=True, highlight=False, width=_WIDTH)
 
 _STATUS_STYLE = {"ok": "green", "cached": "green", "error": "red", "timeout": "red"}
 
