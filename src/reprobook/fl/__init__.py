@@ -1,0 +1,1 @@
+"""Federated learning: personalized Bayesian FL with functional-space priors (FedBNN) and baselines."""

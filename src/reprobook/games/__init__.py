@@ -1,0 +1,1 @@
+"""Games and mechanisms: pricing games, peer-prediction payments, exact equilibrium checks."""

@@ -1,0 +1,90 @@
+"""Unit tests of reprobook.games.pricing (the reconstructed two-company pricing game)."""
+import numpy as np
+import pytest
+
+from reprobook.games.pricing import (
+    PricingGame, cost_per_success, game_with_similarity, random_game, simulate_users,
+)
+
+
+@pytest.mark.parametrize("cap", [None, 1, 3, 10])
+def test_cost_per_success_is_price_over_theta_for_any_cap(cap):
+    theta = np.array([0.1, 0.5, 0.9, 1.0])
+    assert np.allclose(cost_per_success(2.0, theta, cap), 2.0 / theta, rtol=1e-12)
+
+
+def test_monte_carlo_users_match():
+    rng = np.random.default_rng(0)
+    out = simulate_users(1.5, 0.3, 3, 200_000, rng)
+    est = out["total_cost"] / out["n_satisfied"]
+    assert est == pytest.approx(1.5 / 0.3, rel=0.01)
+    assert out["satisfied"].mean() == pytest.approx(1 - 0.7**3, abs=0.005)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="theta"):
+        cost_per_success(1.0, 0.0)
+    with pytest.raises(ValueError, match="cap"):
+        cost_per_success(1.0, 0.5, cap=0)
+    with pytest.raises(ValueError, match="kappa"):
+        PricingGame(a=[1.0, 2.0], kappa=[1.0, -1.0])
+    with pytest.raises(ValueError, match="equal length"):
+        PricingGame(a=[1.0], kappa=[1.0, 2.0])
+    with pytest.raises(ValueError, match="b "):
+        PricingGame(a=[1.0], kappa=[1.0], b=0.0)
+    with pytest.raises(ValueError, match="q "):
+        PricingGame(a=[1.0], kappa=[1.0]).latecomer_best_response(0.0)
+
+
+def test_best_response_matches_brute_force_and_definition():
+    rng = np.random.default_rng(1)
+    grid = np.geomspace(1e-4, 100, 40_000)
+    step = grid[1] / grid[0] - 1
+    for _ in range(40):
+        g = random_game(rng, int(rng.integers(1, 6)))
+        q = rng.uniform(0.1, 10)
+        br = g.latecomer_best_response(q)
+        _, r_def = g.revenues(br["p"], q)
+        assert r_def == pytest.approx(br["revenue"], rel=1e-12)
+        assert g.captured(br["p"], q).sum() == br["n_captured"] >= 1
+        _, r_bf = g.brute_force_best_response(q, grid)
+        assert r_bf <= br["revenue"] * (1 + 1e-12)
+        assert r_bf >= br["revenue"] * (1 - 2 * step)
+
+
+def test_vectorised_best_response_equals_scalar():
+    g = PricingGame(a=[100.0, 200.0, 400.0], kappa=[1.5, 0.8, 1.1])
+    qs = np.array([0.2, 1.0, 3.0, 9.0])
+    v = g.latecomer_best_response(qs)
+    for i, q in enumerate(qs):
+        s = g.latecomer_best_response(q)
+        assert s["p"] == v["p"][i] and s["n_captured"] == v["n_captured"][i]
+
+
+def test_shut_out_condition_two_tasks_and_identical_tasks():
+    # two tasks: shut out iff kappa_2/kappa_1 >= a_1/(a_1+a_2) (a_1 the task B is best at)
+    for r, s in [(0.9, 0.5), (0.3, 0.5), (0.6, 0.55), (0.5, 0.6)]:
+        g = PricingGame(a=[300 * s, 300 * (1 - s)], kappa=[1.0, r])
+        assert (g.shut_out_margin() >= 0) == (r >= s)
+        assert g.shut_out_on_grid(3000) == (r >= s)
+    g = PricingGame(a=[50.0, 300.0, 120.0], kappa=[1.3, 1.3, 1.3])
+    assert g.shut_out_margin() >= 0 and g.shut_out_on_grid(2000)
+    assert g.first_mover_optimum(2000)["revenue"] == 0.0
+
+
+def test_first_mover_optimum_is_not_beaten_by_a_fine_grid():
+    g = PricingGame(a=[100.0, 200.0, 400.0], kappa=[2.0, 1.2, 0.5], b=0.5)
+    opt = g.first_mover_optimum(4000)
+    assert not opt["shut_out"] and opt["revenue"] > 0
+    fine = np.geomspace(1e-3 / g.b, 50 / g.b, 200_000)
+    assert g.first_mover_revenue(fine).max() <= opt["revenue"] * (1 + 1e-9)
+    br = g.latecomer_best_response(opt["q"])
+    assert br["p"] > g.kappa.min() * opt["q"]          # B leaves A a task
+
+
+def test_game_with_similarity():
+    rng = np.random.default_rng(3)
+    g = game_with_similarity(rng, 4, 0.7)
+    assert g.similarity() == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="similarity"):
+        game_with_similarity(rng, 3, 0.0)
