@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch==2.13.0 is pinned in pyproject.toml: the CPU build that lies on this machine's disk.
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,anchors]'
 	touch $@
 
 ## make book: install, run every chapter at $(PROFILE), build the HTML book, print its path
