@@ -85,7 +85,8 @@ def test_start_seeds_records_parameters_and_seeds():
 
 
 def test_parameters_from_skips_ipython_and_objects():
-    ns = {"In": [], "Out": {}, "_": 1, "get_ipython": print, "np": math, "n": 2, "xs": (1, 2)}
+    ns = {"In": [], "Out": {}, "_": 1, "get_ipython": print, "np": math, "n": 2, "xs": (1, 2),
+          "COLORS": ["#000"]}
     assert parameters_from(ns) == {"n": 2, "xs": [1, 2]}
 
 

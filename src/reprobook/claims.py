@@ -160,8 +160,10 @@ def _is_parameter_value(v: Any) -> bool:
 
 def parameters_from(namespace: dict) -> dict:
     """The chapter's parameters: the plain-literal globals defined so far (the parameters cell)."""
+    # ALL_CAPS names are constants a chapter imported (a palette, say), not parameters.
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in namespace.items()
-            if not k.startswith("_") and k not in _IPYTHON_NAMES and _is_parameter_value(v)}
+            if not k.startswith("_") and k not in _IPYTHON_NAMES and not k.isupper()
+            and _is_parameter_value(v)}
 
 
 @dataclass

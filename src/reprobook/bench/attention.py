@@ -12,13 +12,12 @@ forward kernel against SDPA with ``triton.testing.do_bench`` and prints TFLOP/s 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 from reprobook.kernels.attention import attention_flops, flash_attn_func
+from reprobook.bench._timing import median_time
 
 
 def _inputs(B, S, H, D, device, dtype=torch.float32, seed=0):
@@ -33,25 +32,15 @@ def _sdpa(q, k, v, causal):
     return out.transpose(1, 2)
 
 
-def _median_time(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def cpu_ratios(lengths, B=1, H=4, D=64, causal=False, block=128, repeats=3):
     """``{S: (naive / sdpa, tiled / sdpa)}`` median forward-time ratios (float32, CPU)."""
     out = {}
     with torch.inference_mode():
         for S in lengths:
             q, k, v = _inputs(B, S, H, D, "cpu")
-            t_sdpa = _median_time(lambda: _sdpa(q, k, v, causal), repeats)
-            t_naive = _median_time(lambda: flash_attn_func(q, k, v, causal=causal, impl="reference"), repeats)
-            t_tiled = _median_time(
+            t_sdpa = median_time(lambda: _sdpa(q, k, v, causal), repeats)
+            t_naive = median_time(lambda: flash_attn_func(q, k, v, causal=causal, impl="reference"), repeats)
+            t_tiled = median_time(
                 lambda: flash_attn_func(q, k, v, causal=causal, impl="torch", block_q=block, block_k=block),
                 repeats)
             out[S] = (t_naive / t_sdpa, t_tiled / t_sdpa)

@@ -11,14 +11,13 @@ with ``triton.testing.do_bench`` and prints TFLOP/s using the formula printed wi
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 from reprobook.kernels.gla import chunk_gla
 from reprobook.kernels.gsa import chunk_gsa
+from reprobook.bench._timing import median_time
 
 
 def _inputs(B, T, H, K, V, M, device, dtype=torch.float32, seed=0):
@@ -33,26 +32,16 @@ def _inputs(B, T, H, K, V, M, device, dtype=torch.float32, seed=0):
     return q, k, v, 1 - g.exp(), g, gk
 
 
-def _median_time(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def cpu_ratios(lengths, B=2, H=2, K=64, V=64, M=32, chunk=64, repeats=3):
     """``{T: (gsa_ratio, gla_ratio)}``: recurrent time / chunked time, forward only."""
     out = {}
     with torch.inference_mode():
         for T in lengths:
             q, k, v, s, g, gk = _inputs(B, T, H, K, V, M, "cpu")
-            t_gsa_rec = _median_time(lambda: chunk_gsa(q, k, v, s, g, impl="reference"), repeats)
-            t_gsa_chk = _median_time(lambda: chunk_gsa(q, k, v, s, g, chunk_size=chunk), repeats)
-            t_gla_rec = _median_time(lambda: chunk_gla(q, k, v, gk, impl="reference"), repeats)
-            t_gla_chk = _median_time(lambda: chunk_gla(q, k, v, gk, chunk_size=chunk), repeats)
+            t_gsa_rec = median_time(lambda: chunk_gsa(q, k, v, s, g, impl="reference"), repeats)
+            t_gsa_chk = median_time(lambda: chunk_gsa(q, k, v, s, g, chunk_size=chunk), repeats)
+            t_gla_rec = median_time(lambda: chunk_gla(q, k, v, gk, impl="reference"), repeats)
+            t_gla_chk = median_time(lambda: chunk_gla(q, k, v, gk, chunk_size=chunk), repeats)
             out[T] = (t_gsa_rec / t_gsa_chk, t_gla_rec / t_gla_chk)
     return out
 
