@@ -28,12 +28,12 @@ two-stage procedure CSPG runs, on one unpartitioned graph.
 """
 from __future__ import annotations
 
-import contextlib
 import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..threads import single_threaded_blas
 from .exact import exact_knn
 
 __all__ = ["ProximityGraph", "SearchResult", "medoid", "robust_prune", "build_graph",
@@ -203,16 +203,6 @@ def repair_reachability(X, adj, sources) -> int:
     return added
 
 
-def _one_blas_thread():
-    # the batched matrices are small: BLAS threads only add synchronisation, and on a busy
-    # machine a multi-threaded batch ran about 10x slower than a single-threaded one
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 def build_graph(X, R: int = 24, alpha: float = 1.2, n_candidates: int = 64,
                 repair: bool = True, block: int = 512, candidates=None) -> ProximityGraph:
     """Build the static Vamana-style graph described in the module docstring.
@@ -233,7 +223,7 @@ def build_graph(X, R: int = 24, alpha: float = 1.2, n_candidates: int = 64,
         cand = np.asarray(candidates, dtype=np.int64)
         if cand.ndim != 2 or cand.shape[0] != n or cand.max() >= n:
             raise ValueError(f"candidates must be (n={n}, K) ids in [-1, n), got {cand.shape}")
-    with _one_blas_thread():
+    with single_threaded_blas():
         return _build(X, cand, R, alpha, repair, block)
 
 

@@ -24,10 +24,11 @@ work that lookahead adds.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..threads import single_threaded_blas
 
 __all__ = [
     "TabularMDP", "check_policy", "policy_model", "evaluate", "action_values", "bellman",
@@ -37,30 +38,6 @@ __all__ = [
 
 #: How far a row of ``P`` or of a policy may be from summing to one.
 ROW_TOL = 1e-9
-
-
-class single_threaded_blas(contextlib.ContextDecorator):
-    """BLAS/LAPACK limited to one thread, as a context manager or a function decorator.
-
-    The matrices here are small (S of a few hundred at most): threads only add synchronisation,
-    and on a busy 2-core machine a multi-threaded 200x200 solve ran about 50 times slower than a
-    single-threaded one. Entering costs about a millisecond, so wrap whole algorithms, not single
-    solves. Without ``threadpoolctl`` (it comes with scikit-learn) this is a no-op.
-    """
-
-    def __enter__(self):
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover
-            self._limits = None
-            return self
-        self._limits = threadpool_limits(limits=1, user_api="blas")
-        return self
-
-    def __exit__(self, *exc):
-        if self._limits is not None:
-            self._limits.restore_original_limits()
-        return False
 
 
 def _as_float_array(name: str, x, ndim: int) -> np.ndarray:

@@ -41,32 +41,17 @@ criterion to convergence (Newton's method; the criterion is convex for convex lo
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..threads import single_threaded_blas
 
 __all__ = ["phi", "phi_inv", "phi_prime", "MCSample", "draw_mc", "gaussian_base",
            "augment", "mc_losses", "mc_criterion", "minimize_mc_squared", "sgd_paper", "ridge",
            "neutral_criterion_squared", "neutral_minimizer_squared", "lad_base", "lad_lasso",
            "neutral_criterion_absolute", "minimize_neutral_absolute", "dp_risk_variance",
            "sparse_regression"]
-
-
-def _one_blas_thread(fn):
-    """Run ``fn`` with BLAS limited to one thread: its matrices are small, and on a busy machine
-    threads only add synchronisation (10x slower in our measurements). No-op without threadpoolctl."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            from threadpoolctl import threadpool_limits
-            ctx = threadpool_limits(limits=1, user_api="blas")
-        except ImportError:  # pragma: no cover
-            ctx = contextlib.nullcontext()
-        with ctx:
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 # ----------------------------------------------------------------------------- utility phi
@@ -187,7 +172,7 @@ def mc_criterion(theta, Zaug, sample: MCSample, beta, loss: str = "squared",
     return float(phi_inv(phi(mc_losses(theta, Zaug, sample, loss, scale), beta).mean(), beta))
 
 
-@_one_blas_thread
+@single_threaded_blas()
 def minimize_mc_squared(Zaug, sample: MCSample, beta, scale: float = 1.0, theta0=None,
                         tol: float = 1e-12, max_iter: int = 100) -> np.ndarray:
     r"""Minimise the Monte Carlo criterion for the squared loss to convergence (damped Newton).
@@ -237,7 +222,7 @@ def minimize_mc_squared(Zaug, sample: MCSample, beta, scale: float = 1.0, theta0
     return theta
 
 
-@_one_blas_thread
+@single_threaded_blas()
 def sgd_paper(Zaugs, samples, beta, *, n_steps: int, step0: float, scale: float = 1e-3,
               rng: np.random.Generator, theta0=None, snapshots=()):
     """The authors' SGD for the squared loss, run on ``P`` independent problems in parallel.
