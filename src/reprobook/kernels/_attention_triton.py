@@ -8,19 +8,11 @@ the running max/sum/accumulator are kept in float32 (float64 for float64 inputs)
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-
-def interpreting() -> bool:
-    """True when Triton runs kernels in its numpy interpreter (``TRITON_INTERPRET=1``)."""
-    knobs = getattr(triton, "knobs", None)
-    if knobs is not None:
-        return bool(knobs.runtime.interpret)
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+from ._checks import check_triton_target
 
 
 @triton.jit
@@ -97,12 +89,7 @@ def _attn_fwd(
 
 def attention_triton_forward(q, k, v, scale, causal, block_q, block_k):
     """Launch :func:`_attn_fwd` on ``[B, S, H, D]`` tensors; returns ``(out, lse)``."""
-    if q.device.type != "cuda" and not interpreting():
-        raise RuntimeError(
-            "impl='triton' needs a CUDA device, or TRITON_INTERPRET=1 set before triton is imported"
-        )
-    if q.dtype == torch.bfloat16 and interpreting():
-        raise TypeError("q has dtype bfloat16, which the Triton interpreter cannot compute with")
+    check_triton_target("q", q)
     for name, blk in (("block_q", block_q), ("block_k", block_k)):
         if blk < 16 or blk & (blk - 1):
             raise ValueError(f"{name} must be a power of two >= 16 for impl='triton', got {blk}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import torch
@@ -54,3 +55,21 @@ def check_power_of_two(name: str, n) -> int:
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """float64 stays float64; every other float type is computed in float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def triton_interpreting() -> bool:
+    """True when Triton kernels run in its numpy interpreter (``TRITON_INTERPRET=1``, read by
+    Triton when it is imported)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def check_triton_target(name: str, x: torch.Tensor) -> None:
+    """An ``impl='triton'`` input must be on a CUDA device, or Triton must be interpreting; the
+    interpreter computes in numpy, which has no bfloat16."""
+    interpret = triton_interpreting()
+    if x.device.type != "cuda" and not interpret:
+        raise ValueError(f"impl='triton' needs {name} on a CUDA device, or TRITON_INTERPRET=1 set "
+                         f"before triton is imported (the CPU interpreter); {name} is on {x.device}")
+    if interpret and x.dtype == torch.bfloat16:
+        raise TypeError(f"{name} has dtype bfloat16, which the Triton interpreter cannot compute "
+                        "with; use float16, float32 or float64 on CPU")

@@ -15,19 +15,10 @@ a GPU (the interpreter accepts smaller ones).
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
-
-
-def interpreting() -> bool:
-    """True when Triton runs kernels in its numpy interpreter (``TRITON_INTERPRET=1``)."""
-    knobs = getattr(triton, "knobs", None)
-    if knobs is not None:
-        return bool(knobs.runtime.interpret)
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+from ._checks import check_triton_target
 
 
 @triton.jit
@@ -152,11 +143,7 @@ def _default_tiles(na_dim: int, on_gpu: bool):
 
 def na_triton_forward(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None):
     """Launch the kernel on heads-last ``q, k [B, *S, H, D]``, ``v [B, *S, H, Dv]``."""
-    if q.device.type != "cuda" and not interpreting():
-        raise ValueError("impl='triton' needs a CUDA device, or TRITON_INTERPRET=1 set before "
-                         f"triton is imported (the CPU interpreter); query is on {q.device}")
-    if q.dtype == torch.bfloat16 and interpreting():
-        raise TypeError("query has dtype bfloat16, which the Triton interpreter cannot compute with")
+    check_triton_target("query", q)
     na_dim = len(spatial)
     if na_dim == 1:                                  # 1-D runs as 2-D with a unit first axis
         q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)

@@ -50,12 +50,12 @@ Every function returns ``(o, final_state)`` with ``o: [B, T, H, V]`` in the dtyp
 """
 from __future__ import annotations
 
-import os
 
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_impl, check_power_of_two, check_same_device, check_shape, check_tensor, compute_dtype
+from ._checks import (check_impl, check_power_of_two, check_same_device, check_shape, check_tensor,
+                      check_triton_target, compute_dtype)
 
 __all__ = ["chunk_delta_rule", "fused_recurrent_delta_rule", "wy_representation", "l2norm"]
 
@@ -293,13 +293,7 @@ def _run(fn, q, k, v, beta, scale, initial_state, output_final_state, cu_seqlens
 
 def _check_triton(q: torch.Tensor, chunk_size: int | None, **others) -> None:
     """The Triton path needs a GPU tensor (or the interpreter), no bf16 on CPU, and C ≥ 16."""
-    interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    if not (q.is_cuda or interpret):
-        raise ValueError(f"impl='triton' needs q on a CUDA device, or TRITON_INTERPRET=1 set before "
-                         f"triton is imported (the CPU interpreter); q is on {q.device}")
-    if interpret and q.dtype == torch.bfloat16:
-        raise TypeError("q is bfloat16, which the Triton interpreter cannot compute with; "
-                        "use float16, float32 or float64 on CPU")
+    check_triton_target("q", q)
     for name, x in {"q": q, **others}.items():
         if torch.is_grad_enabled() and x is not None and x.requires_grad:
             raise ValueError(f"impl='triton' is forward only, but {name} requires grad; use "

@@ -42,7 +42,6 @@ is handled the same way on the product with ``v``.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +52,7 @@ from ._checks import (
     check_same_device,
     check_shape,
     check_tensor,
+    check_triton_target,
     compute_dtype,
 )
 
@@ -239,13 +239,6 @@ def gla_chunked(q, k, v, gk, gv, scale, h0, chunk_size=64):
 # ----------------------------------------------------------------------------------------------
 # dispatch
 # ----------------------------------------------------------------------------------------------
-def _triton_ready(x: torch.Tensor) -> None:
-    if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise RuntimeError(
-            "impl='triton' needs CUDA tensors, or TRITON_INTERPRET=1 set before triton is imported"
-        )
-
-
 def _forward_only(impl: str, *tensors) -> None:
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
         raise NotImplementedError(
@@ -259,7 +252,7 @@ def gla_dispatch(q, k, v, gk, gv, scale, h0, chunk_size, impl):
         return gla_recurrent(q, k, v, gk, gv, scale, h0)
     if impl == "torch":
         return gla_chunked(q, k, v, gk, gv, scale, h0, chunk_size)
-    _triton_ready(q)
+    check_triton_target("q", q)
     _forward_only(impl, q, k, v, gk, gv, h0)
     from ._gla_triton import gla_fwd_triton  # lazy: triton is imported only when asked for
 

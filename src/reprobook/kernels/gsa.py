@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_impl, check_power_of_two, check_shape, check_tensor
-from .gla import IMPLS, _forward_only, _prepare, _triton_ready, gla_chunked
+from ._checks import check_impl, check_power_of_two, check_shape, check_tensor, check_triton_target
+from .gla import IMPLS, _forward_only, _prepare, gla_chunked
 
 __all__ = ["chunk_gsa", "fused_recurrent_gsa", "gsa_recurrent", "gsa_two_pass", "abc_gates"]
 
@@ -112,7 +112,7 @@ def _gsa(q, k, v, s, g, scale, initial_state, output_final_state, chunk_size, im
 
         o, state = gsa_two_pass(q_, k_, v_, s_, g_, scale, hk0, hv0, gla)
     else:
-        _triton_ready(q_)
+        check_triton_target("q", q_)
         _forward_only(impl, q, k, v, s, g, hk0, hv0)
         from ._gla_triton import gla_fwd_triton
 
