@@ -1,12 +1,14 @@
 """``_toc.yml``, generated from the catalog's parts and the chapters that exist."""
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from .catalog import parts
 from .chapters import book_root, discover
 
-__all__ = ["render_toc", "write_toc"]
+__all__ = ["render_toc", "write_toc", "nav_title"]
 
 FRONT = ["book/how-to-run", "book/methodology", "book/dashboard", "book/authoring"]
 
@@ -25,8 +27,31 @@ def render_toc(root: Path | None = None) -> str:
         mine = [c for c in chapters if c.part == part.id]
         if mine:
             lines.append("        sections:")
-            lines += [f"          - file: notebooks/{c.part}/{c.slug}" for c in mine]
+            for c in mine:
+                lines.append(f"          - file: notebooks/{c.part}/{c.slug}")
+                title = nav_title(root / "notebooks" / c.part / f"{c.slug}.ipynb")
+                if title:
+                    lines.append(f"            title: {json.dumps(title)}")
     return "\n".join(lines) + "\n"
+
+
+def nav_title(notebook: Path) -> str | None:
+    """The plain-text navigation title of a notebook whose first heading contains TeX, else None.
+
+    The sidebar and the previous/next links show a page's title as text, where ``$r$`` would stay
+    raw; the article itself still typesets the heading. ``$...$`` becomes its content."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
+    for cell in cells:
+        if cell.get("cell_type") != "markdown":
+            continue
+        src = "".join(cell.get("source", []))
+        m = re.search(r"^#\s+(.+)$", src, flags=re.M)
+        if m:
+            heading = m.group(1).strip()
+            if "$" not in heading:
+                return None
+            return re.sub(r"\$([^$]*)\$", r"\1", heading).replace("\\", "")
+    return None
 
 
 def write_toc(root: Path | None = None) -> Path:
