@@ -17,7 +17,7 @@ import re
 import plotly.graph_objects as go
 import plotly.io as pio
 
-__all__ = ["show", "apply_style", "slider_figure", "COLORS", "TEMPLATE"]
+__all__ = ["figure_bundle", "show", "apply_style", "slider_figure", "COLORS", "TEMPLATE"]
 
 #: The book's palette (colour-blind safe, Okabe-Ito order): method first, baselines after.
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442",
@@ -65,23 +65,28 @@ def _html(fig: go.Figure, div_id: str) -> str:
             "draw);}else{draw();}})();</script>")
 
 
-def show(fig: go.Figure, name: str, height: int | None = None):
-    """Display a figure in the notebook and in the built book; ``name`` must be unique per chapter.
-
-    Returns ``None`` so a trailing ``show(...)`` in a cell prints nothing else.
-    """
+def figure_bundle(fig: go.Figure, name: str, height: int | None = None) -> dict:
+    """The MIME bundle :func:`show` displays: plotly JSON for Jupyter, an offline HTML div for the
+    book (``id="rb-fig-<name>"``) and a one-line text form."""
     if not isinstance(fig, go.Figure):
         raise TypeError(f"show() needs a plotly.graph_objects.Figure, got {type(fig).__name__}")
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"figure name {name!r} must start with a letter and use only letters, "
                          "digits, '-' and '_' (it becomes the HTML id)")
+    apply_style(fig, height)
+    return {"application/vnd.plotly.v1+json": json.loads(pio.to_json(fig, validate=False)),
+            "text/html": _html(fig, f"rb-fig-{name}"),
+            "text/plain": f"<Figure {html.escape(name)}: {len(fig.data)} traces>"}
+
+
+def show(fig: go.Figure, name: str, height: int | None = None):
+    """Display a figure in the notebook and in the built book; ``name`` must be unique per chapter.
+
+    Returns ``None`` so a trailing ``show(...)`` in a cell prints nothing else.
+    """
     from IPython.display import display
 
-    apply_style(fig, height)
-    bundle = {"application/vnd.plotly.v1+json": json.loads(pio.to_json(fig, validate=False)),
-              "text/html": _html(fig, f"rb-fig-{name}"),
-              "text/plain": f"<Figure {html.escape(name)}: {len(fig.data)} traces>"}
-    display(bundle, raw=True)
+    display(figure_bundle(fig, name, height), raw=True)
     return None
 
 

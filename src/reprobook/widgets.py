@@ -19,8 +19,13 @@ def is_static() -> bool:
 def explore(fn, name: str = "explore", **controls):
     """Interactive controls that redraw ``fn(**values)`` (a plotly figure) when they change.
 
-    ``controls`` are what :func:`ipywidgets.interactive` takes: widgets, ``(min, max, step)``
+    ``controls`` are what :func:`ipywidgets.interact` takes: widgets, ``(min, max, step)``
     tuples, lists of options, booleans. Unknown keyword names are an error of ``fn``'s signature.
+    Returns ``None`` (so a cell ending in ``explore(...)`` does not show the controls twice).
+
+    The figure is an ordinary display output that each change replaces through its display id.
+    ``ipywidgets.interactive`` would draw into an Output widget instead, and a notebook executed
+    without a frontend (papermill, nbclient) can then wait forever for the cell to finish.
     """
     import inspect
 
@@ -37,11 +42,34 @@ def explore(fn, name: str = "explore", **controls):
         return None
     import ipywidgets as widgets
 
-    from .plotting import show
+    from .plotting import figure_bundle
 
-    def draw(**values):
-        show(fn(**values), name)
+    inputs = {}
+    for key, abbrev in controls.items():
+        default = params[key].default
+        w = widgets.interactive.widget_from_abbrev(
+            abbrev, default if default is not inspect.Parameter.empty else widgets.interaction.empty)
+        if w is None:
+            raise ValueError(f"explore(): cannot make a control for {key}={abbrev!r}")
+        w.description = key
+        inputs[key] = w
+    status = widgets.HTML()
 
-    ui = widgets.interactive(draw, **controls)
-    display(ui)
-    return ui
+    def values():
+        return {k: w.value for k, w in inputs.items()}
+
+    handle = display(figure_bundle(fn(**values()), name), raw=True, display_id=True)
+
+    def redraw(_change=None):
+        try:
+            bundle = figure_bundle(fn(**values()), name)
+        except Exception as exc:  # a bad setting must not kill the controls; say what failed
+            status.value = f"<b>{type(exc).__name__}</b>: {exc}"
+            return
+        status.value = ""
+        handle.update(bundle, raw=True)
+
+    for w in inputs.values():
+        w.observe(redraw, names="value")
+    display(widgets.VBox([*inputs.values(), status]))
+    return None
