@@ -1,0 +1,1 @@
+"""Small graph neural networks in pure PyTorch (no graph library needed)."""
