@@ -68,10 +68,13 @@ def test_page_draws_offline(server, browser, path, name):
     page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
             if r.status >= 400 and not r.url.endswith("favicon.ico") else None)
     page.goto(f"{server}/{path}", wait_until="load")
-    page.wait_for_timeout(1500)  # late requests (fonts, MathJax pieces) are caught too
     if page.locator("article span.math").count():  # formulas in the text are typeset (offline)
-        page.wait_for_function("() => window.MathJax && document.querySelector("
+        # wait until MathJax has typeset everything: the fonts it asks for come late, and a page
+        # closed earlier hides a missing one (\mathcal once 404'd only now and then)
+        page.wait_for_function("() => window.MathJax && MathJax.Hub && MathJax.Hub.queue"
+                               " && MathJax.Hub.queue.pending === 0 && document.querySelector("
                                "'article .MathJax, article mjx-container')", timeout=30_000)
+    page.wait_for_timeout(1500)  # late requests (fonts, MathJax pieces) are caught too
     figures = page.locator("div.rb-plotly")
     n = figures.count()
     if n:
