@@ -118,3 +118,24 @@ def test_rendering_is_deterministic_and_escaped():
 def test_fmt():
     assert fmt(0.000123456) == "0.0001235" and fmt(3) == "3" and fmt(True) == "True"
     assert fmt(0.0) == "0" and fmt(float("nan")) == "nan"
+
+
+def test_a_chapter_without_torch_never_loads_it():
+    """Ledger.start, record and to_json leave torch unloaded: importing it costs seconds that the
+    ledger would count as the chapter's compute. A torch chapter still gets its device."""
+    import subprocess
+    import sys
+    code = ("import sys; from reprobook import Ledger, at_most; "
+            "L = Ledger.start('bnp-dro', {'seed': 0, 'device': 'auto', 'profile': 'smoke'}); "
+            "L.claim('c', 's', source='x', criterion=at_most(1)); L.record('c', 0.5); "
+            "j = L.to_json(); assert 'torch' not in sys.modules, 'torch was loaded'; "
+            "print(j['device']); import torch; print(L.device.type)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    desc, dev = out.stdout.split("\n")[:2]
+    assert desc.endswith("(torch not used)") and dev in ("cpu", "cuda")
+
+
+def test_bad_device_is_refused_at_start():
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        ledger(device="tpu")

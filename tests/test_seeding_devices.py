@@ -43,3 +43,23 @@ def test_devices():
         with pytest.raises(RuntimeError, match="no CUDA"):
             select_device("cuda")
     assert "cpu" in device_description("cpu")
+
+
+def _fresh(code: str) -> str:
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_torch_imported_after_seeding_gets_the_same_numbers():
+    """seed_everything does not import torch (seconds a numpy-only chapter should not pay), but a
+    torch imported later is seeded on import: the same numbers as seeding after the import."""
+    later = _fresh("import sys; from reprobook import seed_everything; seed_everything(5); "
+                   "seed_everything(3); assert 'torch' not in sys.modules; import torch; "
+                   "import importlib.resources as r; assert r.files('torch').joinpath('__init__.py').is_file(); "
+                   "print(torch.rand(3).tolist(), torch.are_deterministic_algorithms_enabled())")
+    before = _fresh("import torch; from reprobook import seed_everything; seed_everything(3); "
+                    "print(torch.rand(3).tolist(), torch.are_deterministic_algorithms_enabled())")
+    assert later == before and later.endswith("True")

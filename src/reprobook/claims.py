@@ -18,6 +18,7 @@ import html
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,11 +175,22 @@ class Ledger:
     profile: str = "smoke"
     seed: int = 0
     parameters: dict = field(default_factory=dict)
-    device: Any = None
+    device_request: str = "auto"
     claims: dict[str, Claim] = field(default_factory=dict)
     seeds: list[int] = field(default_factory=list)
     _t0: float = field(default_factory=time.perf_counter, repr=False)
     _started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"), repr=False)
+    _device: Any = field(default=None, repr=False)
+
+    @property
+    def device(self):
+        """The ``torch.device`` the chapter runs on, resolved from ``device_request`` on first use
+        (a chapter that never asks does not pay for importing torch)."""
+        if self._device is None:
+            from .devices import select_device
+
+            self._device = select_device(self.device_request)
+        return self._device
 
     # ----------------------------------------------------------------------------- construction
     @classmethod
@@ -186,9 +198,11 @@ class Ledger:
         """Start a chapter's ledger from its parameters (pass ``globals()``).
 
         Reads ``seed``, ``profile`` and ``device`` from the namespace, seeds every generator
-        through :func:`reprobook.seed_everything`, and resolves the device.
+        through :func:`reprobook.seed_everything`, and checks the device. An accelerator asked for
+        by name is resolved at once, so a missing one fails before any work; ``"auto"`` and
+        ``"cpu"`` wait until the chapter (or torch) needs them.
         """
-        from .devices import select_device
+        from .devices import check_device_name
         from .seeding import seed_everything
 
         if not isinstance(namespace, dict):
@@ -196,9 +210,13 @@ class Ledger:
         params = parameters_from(namespace)
         seed = seed_everything(params.get("seed", 0))
         profile = params.get("profile", "smoke")
-        dev = select_device(params.get("device", "auto"))
-        return cls(chapter=chapter, profile=profile, seed=seed, parameters=params, device=dev,
-                   seeds=[seed])
+        request = params.get("device", "auto")
+        name = check_device_name(request)
+        ledger = cls(chapter=chapter, profile=profile, seed=seed, parameters=params,
+                     device_request=request, seeds=[seed])
+        if name not in ("auto", "cpu") or "torch" in sys.modules:
+            ledger.device  # noqa: B018  (resolve now: a missing GPU is an error before any work)
+        return ledger
 
     def use_seeds(self, n: int) -> list[int]:
         """The ``n`` seeds a multi-seed experiment runs (``seed, seed+1, ...``), recorded here."""
@@ -260,7 +278,8 @@ class Ledger:
             "chapter": self.chapter, "profile": self.profile, "seed": self.seed,
             "seeds": self.seeds, "parameters": self.parameters,
             "started": self._started, "wall_time_s": round(time.perf_counter() - self._t0, 3),
-            "peak_memory_mb": peak_memory_mb(), "device": _device_text(self.device),
+            "peak_memory_mb": peak_memory_mb(), "device": _device_text(self._device if self._device is not None
+                                   or "torch" not in sys.modules else self.device),
             "git_commit": git_commit(), "environment": environment(),
             "claims": [c.to_json() for c in self.claims.values()],
         }
@@ -312,8 +331,6 @@ class Ledger:
 
 
 def _device_text(device) -> str:
-    if device is None:
-        return "unknown"
     try:
         from .devices import device_description
 

@@ -1,7 +1,7 @@
 """Device selection: ``"auto"`` picks CUDA when it is there, else the CPU."""
 from __future__ import annotations
 
-__all__ = ["select_device", "device_description"]
+__all__ = ["select_device", "check_device_name", "device_description"]
 
 _KNOWN = ("auto", "cpu", "cuda", "mps")
 
@@ -12,13 +12,9 @@ def select_device(device: str = "auto"):
     Asking for an accelerator that is not present is an error, not a silent fall-back to the CPU:
     a chapter run at the ``gpu`` profile on a CPU machine should say so at once.
     """
+    name = check_device_name(device)
     import torch
 
-    if not isinstance(device, str):
-        raise TypeError(f"device must be a string such as 'auto' or 'cpu', got {device!r}")
-    name = device.strip().lower()
-    if name.split(":")[0] not in _KNOWN:
-        raise ValueError(f"unknown device {device!r}; use one of {', '.join(_KNOWN)} or 'cuda:N'")
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -30,15 +26,29 @@ def select_device(device: str = "auto"):
     return torch.device(name)
 
 
+def check_device_name(device) -> str:
+    """The normalised device name, or an error naming what is wrong with it (needs no torch)."""
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string such as 'auto' or 'cpu', got {device!r}")
+    name = device.strip().lower()
+    if name.split(":")[0] not in _KNOWN:
+        raise ValueError(f"unknown device {device!r}; use one of {', '.join(_KNOWN)} or 'cuda:N'")
+    return name
+
+
 def device_description(device) -> str:
-    """A human-readable name for the ledger: the GPU model, or the CPU and its core count."""
+    """A human-readable name for the ledger: the GPU model, or the CPU and its core count.
+
+    ``device=None`` describes the CPU of a run that never loaded torch."""
     import os
     import platform
 
+    cpu = platform.processor() or platform.machine()
+    if device is None:
+        return f"cpu: {cpu}, {os.cpu_count()} cores (torch not used)"
     import torch
 
     device = torch.device(device)
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
-    cpu = platform.processor() or platform.machine()
     return f"cpu: {cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"

@@ -50,11 +50,7 @@ def peak_memory_mb() -> float:
     """Peak resident memory of this process (and of CUDA tensors, when a GPU was used), in MB."""
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux
     peak = rss_kb / 1024.0
-    try:
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            peak += torch.cuda.max_memory_allocated() / 2**20
-    except ImportError:
-        pass
+    torch = sys.modules.get("torch")  # a run that never loaded torch has no GPU memory to add
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak += torch.cuda.max_memory_allocated() / 2**20
     return round(peak, 1)

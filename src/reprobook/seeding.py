@@ -6,8 +6,11 @@ seed gives the same numbers on the same machine and library versions.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
 import random
+import sys
 
 import numpy as np
 
@@ -20,6 +23,10 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
     With ``deterministic=True`` torch is asked for deterministic algorithms where it has them
     (``warn_only`` so an op without one still runs) and cuDNN autotuning is switched off.
     Returns the seed, so ``seed = seed_everything(seed)`` reads naturally.
+
+    If torch is not imported yet it is seeded the moment it is: importing torch costs seconds
+    that a chapter without torch should not pay (and the ledger would count as its compute), and
+    no torch random number can be drawn before torch exists, so the numbers are the same.
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be an int, got {type(seed).__name__} ({seed!r})")
@@ -29,10 +36,17 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
     random.seed(seed)
     np.random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)  # inherited by child processes only
-    try:
-        import torch
-    except ImportError:  # torch is a dependency, but the book machinery must not need it
-        return seed
+    if deterministic:
+        # cuBLAS reads this when CUDA starts; harmless on CPU
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if "torch" in sys.modules:
+        _seed_torch(sys.modules["torch"], seed, deterministic)
+    else:
+        _TORCH_HOOK.arm(seed, deterministic)
+    return seed
+
+
+def _seed_torch(torch, seed: int, deterministic: bool) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
@@ -40,9 +54,50 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-        # cuBLAS needs this to be deterministic; harmless on CPU.
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    return seed
+
+
+class _SeedTorchOnImport(importlib.abc.MetaPathFinder):
+    """A one-shot import hook: when torch is first imported, seed it right after it loads."""
+
+    def __init__(self):
+        self.pending: tuple[int, bool] | None = None
+
+    def arm(self, seed: int, deterministic: bool) -> None:
+        self.pending = (seed, deterministic)
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch" or self.pending is None:
+            return None
+        sys.meta_path.remove(self)  # one shot, and lets the lookup below find the real torch
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _SeedingLoader(spec.loader, self)
+        return spec
+
+
+class _SeedingLoader(importlib.abc.Loader):
+    """torch's own loader, followed by the seeding; anything else is asked of the real loader."""
+
+    def __init__(self, real, hook: _SeedTorchOnImport):
+        self._real, self._hook = real, hook
+
+    def create_module(self, spec):
+        return self._real.create_module(spec)
+
+    def exec_module(self, module):
+        self._real.exec_module(module)
+        pending, self._hook.pending = self._hook.pending, None
+        if pending is not None:
+            _seed_torch(module, *pending)
+
+    def __getattr__(self, name):  # get_resource_reader, is_package, get_filename, ...
+        return getattr(self._real, name)
+
+
+_TORCH_HOOK = _SeedTorchOnImport()
 
 
 def rng(seed: int, *streams: int) -> np.random.Generator:
