@@ -9,15 +9,17 @@ import nbformat
 import pytest
 import yaml
 
-from reprobook.catalog import paper_by_slug
+from reprobook.book.catalog import paper_by_slug
 
 ROOT = Path(__file__).resolve().parents[1]
 
 GOOD_BODY = """\
 from reprobook import Ledger, at_least
 ledger = Ledger.start(SLUG, globals())
-ledger.claim("positive", "n is positive", source="test", criterion=at_least(1))
+ledger.claim("positive", "n is positive", source="test", criterion=at_least(1), threshold="ours",
+             exact=True)
 ledger.record("positive", n)
+ledger.control("positive", "negated", -n, what="n negated")
 """
 
 

@@ -1,7 +1,7 @@
 import os
 
-from reprobook.atomic import write_text
-from reprobook.provenance import environment, git_commit, peak_memory_mb
+from reprobook.book.atomic import write_text
+from reprobook.book.provenance import environment, git_commit, peak_memory_mb
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):

@@ -2,9 +2,9 @@ import pytest
 import yaml
 
 from conftest import make_chapter
-from reprobook.catalog import papers, parts
-from reprobook.chapters import ChapterError, discover, find, select
-from reprobook.toc import render_toc
+from reprobook.book.catalog import papers, parts
+from reprobook.book.chapters import ChapterError, discover, find, select
+from reprobook.book.toc import render_toc
 
 
 def test_catalog_has_76_papers_in_8_parts():

@@ -3,13 +3,25 @@ import math
 
 import pytest
 
-from reprobook import Ledger, at_least, at_most, between, close_to, is_true
-from reprobook.claims import (INCONCLUSIVE, NOT_RECORDED, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED,
-                              fmt, parameters_from)
+from reprobook import Ledger, at_least, at_most, between, close_to, intervals, is_true
+from reprobook.claims import (INCONCLUSIVE, NOT_IMPLEMENTED, NOT_RECORDED, NOT_REPRODUCED,
+                              NOT_TESTABLE, REPRODUCED, LedgerError, fmt, parameters_from,
+                              rule_problems)
 
 
 def ledger(**params):
     return Ledger.start("stratified-ppi", {"seed": 0, "device": "cpu", "profile": "smoke", **params})
+
+
+def est(lo, hi, n=5):
+    """An Estimate with the given interval over n replicates (built through the module)."""
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    t = intervals._t(0.95, n)
+    # n samples with mean mid and the standard error that gives exactly this half-width
+    sd = half * math.sqrt(n) / t
+    base = [-1.0, 1.0] * (n // 2) + ([0.0] if n % 2 else [])
+    s = math.sqrt(sum(b * b for b in base) / (n - 1))
+    return intervals.mean([mid + sd * b / s for b in base], unit="seed")
 
 
 @pytest.mark.parametrize("crit,value,verdict", [
@@ -20,54 +32,133 @@ def ledger(**params):
     (is_true(), True, REPRODUCED), (is_true(), False, NOT_REPRODUCED),
     (at_least(0), math.nan, NOT_REPRODUCED),
 ])
-def test_point_verdicts(crit, value, verdict):
+def test_exact_claims_are_judged_on_their_value(crit, value, verdict):
     led = ledger()
-    led.claim("c", "s", source="p", criterion=crit)
+    led.claim("c", "s", source="p", criterion=crit, threshold="ours", exact=True)
     assert led.record("c", value) == verdict
 
 
 @pytest.mark.parametrize("interval,verdict", [
     ((0.70, 0.84), REPRODUCED), ((0.86, 0.95), NOT_REPRODUCED), ((0.80, 0.90), INCONCLUSIVE),
 ])
-def test_interval_verdicts(interval, verdict):
+def test_statistical_claims_are_judged_on_the_whole_interval(interval, verdict):
     led = ledger()
-    led.claim("c", "s", source="p", criterion=at_most(0.85))
-    assert led.record("c", sum(interval) / 2, interval=interval) == verdict
+    led.claim("c", "s", source="p", criterion=at_most(0.85), threshold="notes")
+    e = est(*interval)
+    assert e.interval == pytest.approx(interval)
+    assert led.record("c", e) == verdict
 
 
-def test_interval_must_be_ordered():
+def test_few_replicates_a_degenerate_interval_or_a_bare_number_are_inconclusive():
     led = ledger()
-    led.claim("c", "s", source="p", criterion=at_most(1))
-    with pytest.raises(ValueError, match="low <= high"):
-        led.record("c", 0.5, interval=(0.9, 0.1))
+    for cid in "abcd":
+        led.claim(cid, "s", source="p", criterion=at_most(0.85), threshold="ours")
+    # two seeds far below the threshold: still no definite verdict
+    assert led.record("a", intervals.mean([0.1, 0.11], unit="seed")) == INCONCLUSIVE
+    assert "only 2 replicate(s)" in led.claims["a"].result.why
+    # five identical replicates: a zero-width interval
+    assert led.record("b", intervals.mean([0.2] * 5, unit="seed")) == INCONCLUSIVE
+    assert "degenerate" in led.claims["b"].result.why
+    # a bare number for a statistical claim
+    assert led.record("c", 0.1) == INCONCLUSIVE
+    assert "no replicates" in led.claims["c"].result.why
+    assert led.record("d", intervals.mean([0.1, 0.12, 0.11], unit="seed")) == REPRODUCED
+    with pytest.raises(TypeError, match="Estimate"):
+        led.record("d", (0.1, 0.0, 0.2))
+
+
+def test_controls_are_judged_by_the_claims_criterion_and_must_flip(tmp_path):
+    led = ledger()
+    led.claim("narrower", "s", source="p", criterion=at_most(0.85), threshold="notes")
+    led.claim("exact", "s", source="p", criterion=at_most(1e-10), threshold="ours", exact=True)
+    assert led.record("narrower", est(0.7, 0.8)) == REPRODUCED
+    assert led.record("exact", 1e-14) == REPRODUCED
+    problems = led.problems()
+    assert len(problems) == 2 and "'narrower'" in problems[0] and "no control" in problems[0]
+    # a control that does not flip does not count
+    assert led.control("narrower", "self", est(0.7, 0.8), what="compared with itself") == REPRODUCED
+    assert "all give 'reproduced'" in led.problems()[0]
+    assert led.control("narrower", "baseline", est(0.98, 1.02), what="PPI++ swapped in") \
+        == NOT_REPRODUCED
+    assert led.control("exact", "sign", 0.3, what="sign flipped in the method") == NOT_REPRODUCED
+    assert led.problems() == []
+    row = led.claims["narrower"].to_json()
+    assert [c["name"] for c in row["controls"]] == ["self", "baseline"]
+    assert row["controls"][1]["estimate"]["n"] == 5
+    with pytest.raises(ValueError, match="already has a control"):
+        led.control("exact", "sign", 0.3, what="again")
+    with pytest.raises(ValueError, match="say what was broken"):
+        led.control("exact", "other", 0.3, what="")
+    with pytest.raises(ValueError, match="kind"):
+        led.control("exact", "other", 0.3, what="x", kind="sideways")
+    led.save(tmp_path / "l.json")
+    saved = json.loads((tmp_path / "l.json").read_text())
+    assert rule_problems(saved["claims"]) == []
+
+
+def test_no_control_with_a_reason_satisfies_the_rule_and_save_refuses_otherwise(tmp_path):
+    led = ledger()
+    led.claim("fails", "s", source="p", criterion=at_least(1.3), threshold="paper", exact=True)
+    led.claim("never", "s", source="p", criterion=at_least(0), threshold="ours", exact=True)
+    led.record("fails", 0.9)
+    with pytest.raises(LedgerError) as e:
+        led.save(tmp_path / "l.json")
+    assert "'fails'" in str(e.value) and "'never' was declared but never recorded" in str(e.value)
+    assert (tmp_path / "l.json").exists()  # written first, so the runner can say what is wrong
+    led.no_control("fails", "red without any bug; no planted effect exists at this scale")
+    led.record("never", 1)
+    led.control("never", "neg", -1, what="sign flipped")
+    led.save(tmp_path / "l.json")
+    with pytest.raises(ValueError, match="needs a reason"):
+        led.no_control("fails", " ")
+
+
+def test_threshold_source_is_required_and_departures_are_shown():
+    led = ledger()
+    with pytest.raises(TypeError, match="threshold"):
+        led.claim("c", "s", source="p", criterion=at_most(1))
+    with pytest.raises(ValueError, match="where the threshold came from"):
+        led.claim("c", "s", source="p", criterion=at_most(1), threshold="vibes")
+    led.claim("c", "s", source="p", criterion=at_least(0.92), threshold="ours",
+              departure="the notes ask for 0.935; our n = 100 under-covers")
+    row = led.rows()[0]
+    assert row["criterion"] == "≥ 0.92 (ours)" and row["note"].startswith("departs: the notes")
+    assert led.claims["c"].to_json()["departure"].startswith("the notes")
 
 
 def test_verdict_cannot_be_passed_in_and_errors_name_the_problem():
     led = ledger()
-    led.claim("c", "s", source="p", criterion=at_most(1))
+    led.claim("c", "s", source="p", criterion=at_most(1), threshold="ours", exact=True)
     with pytest.raises(TypeError):
         led.record("c", 0.5, verdict="reproduced")  # noqa  there is no such argument
     with pytest.raises(KeyError, match="unknown claim 'nope'"):
         led.record("nope", 1.0)
     with pytest.raises(ValueError, match="declared twice"):
-        led.claim("c", "again", source="p", criterion=at_most(1))
+        led.claim("c", "again", source="p", criterion=at_most(1), threshold="ours")
     with pytest.raises(TypeError, match="criterion"):
-        led.claim("d", "s", source="p", criterion=0.85)
+        led.claim("d", "s", source="p", criterion=0.85, threshold="ours")
     with pytest.raises(TypeError, match="must be a number"):
         led.record("c", "big")
     with pytest.raises(ValueError, match="low <= high"):
         between(2, 1)
+    with pytest.raises(ValueError, match="claim id"):
+        led.claim("has space", "s", source="p", criterion=at_most(1), threshold="ours")
 
 
-def test_not_testable_and_not_recorded():
+def test_not_testable_not_implemented_and_not_recorded():
     led = ledger()
     led.not_testable("gpu", "runs fast on H100", source="p", reason="needs an H100")
-    led.claim("later", "s", source="p", criterion=at_least(0))
-    assert led.verdicts() == {"gpu": NOT_TESTABLE, "later": NOT_RECORDED}
+    led.not_implemented("kg", "KG acquisition helps", source="p", reason="not built yet")
+    led.claim("later", "s", source="p", criterion=at_least(0), threshold="ours")
+    assert led.verdicts() == {"gpu": NOT_TESTABLE, "kg": NOT_IMPLEMENTED, "later": NOT_RECORDED}
     with pytest.raises(ValueError, match="needs a reason"):
         led.not_testable("x", "s", reason="")
     with pytest.raises(ValueError, match="takes no value"):
         led.record("gpu", 1.0)
+    with pytest.raises(ValueError, match="takes no value"):
+        led.control("kg", "x", 1.0, what="y")
+    assert rule_problems([c.to_json() for c in led.claims.values()]) == [
+        "claim 'later' was declared but never recorded"]
 
 
 def test_start_seeds_records_parameters_and_seeds():
@@ -90,29 +181,37 @@ def test_parameters_from_skips_ipython_and_objects():
     assert parameters_from(ns) == {"n": 2, "xs": [1, 2]}
 
 
-def test_save_writes_json_with_provenance(tmp_path, monkeypatch):
+def test_save_writes_json_with_provenance_and_imported_modules(tmp_path, monkeypatch):
     led = ledger(n=1)
-    led.claim("c", "statement", source="paper", criterion=at_least(1))
-    led.record("c", 2, interval=(1.5, 2.5), detail="d")
+    led.claim("c", "statement", source="paper", criterion=at_least(1), threshold="paper")
+    led.record("c", est(1.5, 2.5), detail="d")
+    led.control("c", "broken", est(0.2, 0.4), what="the key step removed")
     monkeypatch.delenv("REPROBOOK_LEDGER", raising=False)
     assert led.save() is None  # run by hand: nothing written
     monkeypatch.setenv("REPROBOOK_LEDGER", str(tmp_path / "l.json"))
     path = led.save()
     data = json.loads(open(path).read())
     for key in ("chapter", "profile", "parameters", "seeds", "wall_time_s", "peak_memory_mb",
-                "environment", "device", "git_commit", "claims"):
+                "environment", "device", "git_commit", "claims", "modules"):
         assert key in data
-    assert data["claims"][0]["verdict"] == REPRODUCED
+    c = data["claims"][0]
+    assert c["verdict"] == REPRODUCED and c["threshold"] == "paper"
+    assert c["estimate"]["unit"] == "seed" and len(c["estimate"]["samples"]) == 5
+    assert c["controls"][0]["verdict"] == NOT_REPRODUCED
     assert data["environment"]["torch"].startswith("2.13")
+    assert "claims.py" in data["modules"] and "intervals.py" in data["modules"]
 
 
-def test_rendering_is_deterministic_and_escaped():
+def test_rendering_is_deterministic_escaped_and_shows_controls():
     led = ledger()
-    led.claim("c", "a < b & c", source="p", criterion=at_most(0.85))
+    led.claim("c", "a < b & c", source="p", criterion=at_most(0.85), threshold="ours", exact=True)
     led.record("c", 0.123456789)
+    led.control("c", "swap", 0.95, what="baseline <swapped> in")
     html = led._repr_html_()
     assert "a &lt; b &amp; c" in html and "0.1235" in html and "rb-reproduced" in html
+    assert "baseline &lt;swapped&gt; in" in html and "rb-control-row" in html
     assert html == led._repr_html_() and "0.1235" in repr(led)
+    assert "control swap: not reproduced" in repr(led)
 
 
 def test_fmt():
@@ -127,7 +226,8 @@ def test_a_chapter_without_torch_never_loads_it():
     import sys
     code = ("import sys; from reprobook import Ledger, at_most; "
             "L = Ledger.start('bnp-dro', {'seed': 0, 'device': 'auto', 'profile': 'smoke'}); "
-            "L.claim('c', 's', source='x', criterion=at_most(1)); L.record('c', 0.5); "
+            "L.claim('c', 's', source='x', criterion=at_most(1), threshold='ours', exact=True); "
+            "L.record('c', 0.5); "
             "j = L.to_json(); assert 'torch' not in sys.modules, 'torch was loaded'; "
             "print(j['device']); import torch; print(L.device.type)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

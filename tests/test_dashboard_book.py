@@ -3,8 +3,8 @@ import json
 import pytest
 
 from conftest import ROOT, make_chapter
-from reprobook.bookbuild import BookBuildError, stage_book
-from reprobook.dashboard import render_dashboard
+from reprobook.book.bookbuild import BookBuildError, stage_book
+from reprobook.book.dashboard import render_dashboard
 
 
 def fake_result(root, slug="h-pmd", part="rl", profile="smoke", verdict="reproduced", status="ok"):

@@ -3,7 +3,7 @@ import json
 import nbformat
 import pytest
 
-from reprobook.profiles import ParameterError, check_value, parse_override, read_parameters, resolve
+from reprobook.book.profiles import ParameterError, check_value, parse_override, read_parameters, resolve
 
 DEFAULTS = {"seed": 0, "device": "auto", "profile": "smoke", "n": 3, "rate": 0.5, "flag": False,
             "sizes": [1, 2], "name": "a", "maybe": None}

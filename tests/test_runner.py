@@ -9,8 +9,8 @@ import time
 import pytest
 
 from conftest import make_chapter
-from reprobook.cli import main
-from reprobook.runner import cache_key
+from reprobook.book.cli import main
+from reprobook.book.runner import cache_key
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def test_up_to_date_chapters_are_skipped_and_keys_cover_parameters(tiny_book, ca
 
 
 def test_cache_key_depends_on_notebook_and_parameters(tiny_book):
-    from reprobook.chapters import find
+    from reprobook.book.chapters import find
 
     make_chapter(tiny_book, "clipped-sgd")
     ch = find("clipped-sgd")
@@ -92,10 +92,12 @@ def test_killed_half_way_keeps_finished_results_and_resumes(tiny_book):
     slow = make_chapter(tiny_book, "h-pmd", body="import time\ntime.sleep(120)\n" +
                         "from reprobook import Ledger, at_least\n"
                         "ledger = Ledger.start('h-pmd', globals())\n"
-                        "ledger.claim('positive', 's', source='t', criterion=at_least(1))\n"
-                        "ledger.record('positive', n)")
+                        "ledger.claim('positive', 's', source='t', criterion=at_least(1),"
+                        " threshold='ours', exact=True)\n"
+                        "ledger.record('positive', n)\n"
+                        "ledger.control('positive', 'neg', -n, what='negated')")
     env = {**os.environ, "REPROBOOK_ROOT": str(tiny_book)}
-    proc = subprocess.Popen([sys.executable, "-m", "reprobook.cli", "run", "--all", "--jobs", "1"],
+    proc = subprocess.Popen([sys.executable, "-m", "reprobook.book.cli", "run", "--all", "--jobs", "1"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 120
     while record(tiny_book, "optimization", "clipped-sgd") is None and time.time() < deadline:
@@ -113,7 +115,7 @@ def test_killed_half_way_keeps_finished_results_and_resumes(tiny_book):
     assert not leftovers
     # resume: the finished chapter is skipped, the interrupted one runs
     make_chapter(tiny_book, "h-pmd")
-    res = subprocess.run([sys.executable, "-m", "reprobook.cli", "run", "--all"], env=env,
+    res = subprocess.run([sys.executable, "-m", "reprobook.book.cli", "run", "--all"], env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "cached" in res.stdout and record(tiny_book, "rl", "h-pmd")["status"] == "ok"

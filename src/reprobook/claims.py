@@ -1,16 +1,25 @@
 """The claims ledger: what a chapter claims, what it measured, and the verdict that follows.
 
-A chapter declares each claim with a *criterion* and later records the *measured value*, optionally
-with an interval expressing its uncertainty (for example a 95 % confidence interval over seeds).
-The verdict is a pure function of value, interval and criterion:
+A chapter declares each claim with a *criterion* (a set of acceptable values), says where the
+criterion's threshold came from (the paper, the reproduction notes' pass criterion, or ours, fixed
+before the run), and later records what it measured. The verdict is a pure function of what was
+recorded and the criterion; nobody passes a verdict in.
 
-* no interval: ``reproduced`` if the value meets the criterion, else ``not reproduced``;
-* with an interval ``[lo, hi]``: ``reproduced`` if every point of it meets the criterion,
-  ``not reproduced`` if no point does, and ``inconclusive at this scale`` if it straddles;
-* ``not testable offline``: declared with a reason, for claims that need what we cannot have here.
+* An ``exact=True`` claim (an identity, a bound checked on every instance, a deterministic count)
+  takes a single value: ``reproduced`` if it meets the criterion, else ``not reproduced``.
+* Any other claim is statistical and takes an :class:`~reprobook.intervals.Estimate` (value,
+  interval, the per-replicate samples and what a replicate is): ``reproduced`` if the whole
+  interval meets the criterion, ``not reproduced`` if none of it does, ``inconclusive at this
+  scale`` if it straddles, *and* whenever fewer than three replicates or a degenerate interval
+  stand behind it. A bare number for a statistical claim is inconclusive too.
+* ``not testable offline`` (the data, model or hardware cannot be had here) and ``not implemented``
+  (testable offline, not built yet: a gap) are declared with a reason.
 
-Nobody passes a verdict in. The ledger is written as JSON with the chapter, profile, parameters,
-seeds, wall time, peak memory, package versions, device and git commit.
+Every judged claim carries **controls**: re-runs in the chapter on a broken method (the baseline
+swapped in, the key component removed) or, for a claim that fails, a positive control (the effect
+planted), judged by the claim's own criterion. At least one control's verdict must differ from the
+claim's, or the chapter says why no control is possible (:meth:`Ledger.no_control`). A check that
+cannot fail proves nothing; :meth:`Ledger.save` and the runner refuse a ledger that breaks this rule.
 """
 from __future__ import annotations
 
@@ -18,26 +27,45 @@ import html
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .intervals import Estimate
+
 __all__ = [
     "Criterion", "at_least", "at_most", "between", "close_to", "is_true",
-    "Claim", "Ledger", "VERDICTS", "REPRODUCED", "NOT_REPRODUCED", "INCONCLUSIVE", "NOT_TESTABLE",
-    "NOT_RECORDED",
+    "Claim", "Control", "Ledger", "LedgerError", "VERDICTS", "REPRODUCED", "NOT_REPRODUCED",
+    "INCONCLUSIVE", "NOT_TESTABLE", "NOT_IMPLEMENTED", "NOT_RECORDED", "THRESHOLD_SOURCES",
+    "rule_problems",
 ]
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive at this scale"
 NOT_TESTABLE = "not testable offline"
+NOT_IMPLEMENTED = "not implemented"
 NOT_RECORDED = "not recorded"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE, NOT_RECORDED)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE, NOT_IMPLEMENTED, NOT_RECORDED)
+#: Verdicts computed from a measurement (and so owing a control that flips).
+JUDGED = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
+
+#: Where a criterion's threshold may come from.
+THRESHOLD_SOURCES = {"paper": "the paper", "notes": "the reproduction notes' pass criterion",
+                     "ours": "ours, fixed before the run"}
+#: What a control is: a broken method expected to fail, or a planted effect expected to pass.
+CONTROL_KINDS = ("broken", "positive")
 
 #: Environment variable through which the runner tells a chapter where to write its ledger.
 LEDGER_PATH_ENV = "REPROBOOK_LEDGER"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+-]*$")
+
+
+class LedgerError(ValueError):
+    """A ledger that breaks a rule of the book (a claim without a control that flips, say)."""
 
 
 def fmt(x: Any) -> str:
@@ -124,25 +152,143 @@ def is_true() -> Criterion:
     return Criterion(low=1.0, high=1.0, text="holds")
 
 
+# --------------------------------------------------------------------------------- measurement
+@dataclass
+class Measurement:
+    """What was measured for a claim or a control, and the verdict it earns."""
+
+    value: float | None = None
+    estimate: Estimate | None = None
+    verdict: str = NOT_RECORDED
+    why: str = ""            # why a statistical result is inconclusive regardless of its interval
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return self.estimate.interval if self.estimate is not None else None
+
+    def evidence(self) -> str:
+        if self.estimate is not None:
+            return self.estimate.describe()
+        return "single value" if self.value is not None else ""
+
+    def measured_text(self) -> str:
+        if self.value is None:
+            return "—"
+        out = fmt(self.value)
+        if self.estimate is not None:
+            out += f" [{fmt(self.estimate.low)}, {fmt(self.estimate.high)}]"
+        return out
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "interval": list(self.interval) if self.interval else None,
+                "estimate": self.estimate.to_json() if self.estimate is not None else None,
+                "verdict": self.verdict, "why": self.why}
+
+
+def measure(criterion: Criterion, exact: bool, what: str, x: Any) -> Measurement:
+    """Judge ``x`` (a number for an exact claim, an :class:`Estimate` otherwise) by ``criterion``."""
+    if isinstance(x, tuple) and len(x) == 3:
+        raise TypeError(f"{what}: got a tuple; record an Estimate from reprobook.intervals "
+                        "(mean, difference, ratio, bootstrap, rate), not (value, low, high)")
+    if isinstance(x, Estimate):
+        m = Measurement(value=x.value, estimate=x)
+        m.verdict = criterion.judge(x.value, x.interval)
+        why = x.why_inconclusive()
+        if why:
+            m.verdict, m.why = INCONCLUSIVE, why
+        return m
+    if isinstance(x, bool):
+        x = 1.0 if x else 0.0
+    value = _number(what, x)
+    m = Measurement(value=value)
+    if not exact:
+        m.verdict = INCONCLUSIVE
+        m.why = ("a single value with no replicates: record an Estimate from reprobook.intervals, "
+                 "or declare the claim exact=True if it is deterministic")
+    else:
+        m.verdict = criterion.judge(value)
+    return m
+
+
+@dataclass
+class Control:
+    """A re-run on a broken method (``kind='broken'``) or with the effect planted
+    (``kind='positive'``), judged by the claim's own criterion."""
+
+    name: str
+    what: str
+    kind: str
+    result: Measurement
+    detail: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "what": self.what, "kind": self.kind, "detail": self.detail,
+                **self.result.to_json()}
+
+
 @dataclass
 class Claim:
     id: str
     statement: str
     source: str
     criterion: Criterion | None
-    value: Any = None
-    interval: tuple[float, float] | None = None
+    threshold: str = ""
+    departure: str = ""
+    exact: bool = False
+    result: Measurement = field(default_factory=Measurement)
     detail: str = ""
     reason: str = ""
-    verdict: str = NOT_RECORDED
+    declared: str = ""       # "" for a judged claim, else NOT_TESTABLE / NOT_IMPLEMENTED
+    controls: list[Control] = field(default_factory=list)
+    no_control: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return self.declared or self.result.verdict
+
+    @property
+    def value(self):
+        return self.result.value
+
+    @property
+    def interval(self):
+        return self.result.interval
 
     def to_json(self) -> dict:
         return {
             "id": self.id, "statement": self.statement, "source": self.source,
             "criterion": self.criterion.to_json() if self.criterion else None,
-            "value": self.value, "interval": list(self.interval) if self.interval else None,
-            "detail": self.detail, "reason": self.reason, "verdict": self.verdict,
+            "threshold": self.threshold, "departure": self.departure, "exact": self.exact,
+            **self.result.to_json(), "verdict": self.verdict,
+            "detail": self.detail, "reason": self.reason,
+            "controls": [c.to_json() for c in self.controls], "no_control": self.no_control,
         }
+
+
+def rule_problems(claims: list[dict]) -> list[str]:
+    """The book's rules a ledger's claims (as saved in JSON) break, one sentence each.
+
+    Every judged claim must have a control whose verdict differs from its own, or a recorded
+    reason why no control is possible; a declared claim must be recorded.
+    """
+    out = []
+    for c in claims:
+        v = c.get("verdict")
+        if v == NOT_RECORDED:
+            out.append(f"claim {c['id']!r} was declared but never recorded")
+        elif v in JUDGED and not c.get("no_control"):
+            controls = c.get("controls") or []
+            if not any(k.get("verdict") != v for k in controls):
+                got = (f"its {len(controls)} control(s) all give {v!r}" if controls
+                       else "it has no control")
+                out.append(f"claim {c['id']!r} ({v}): {got}. Record a control on a broken method "
+                           "whose verdict differs (ledger.control), or say why none is possible "
+                           "(ledger.no_control)")
+    return out
 
 
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
@@ -165,6 +311,22 @@ def parameters_from(namespace: dict) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in namespace.items()
             if not k.startswith("_") and k not in _IPYTHON_NAMES and not k.isupper()
             and _is_parameter_value(v)}
+
+
+def imported_modules() -> list[str]:
+    """The files of the ``reprobook`` package imported so far, relative to the package folder
+    (the runner keys its cache on these, so editing an unrelated module re-runs nothing)."""
+    import reprobook
+
+    base = os.path.dirname(os.path.abspath(reprobook.__file__))
+    out = set()
+    for name, mod in list(sys.modules.items()):
+        if name != "reprobook" and not name.startswith("reprobook."):
+            continue
+        path = getattr(mod, "__file__", None)
+        if path and os.path.abspath(path).startswith(base + os.sep):
+            out.add(os.path.relpath(os.path.abspath(path), base).replace(os.sep, "/"))
+    return sorted(out)
 
 
 @dataclass
@@ -220,59 +382,135 @@ class Ledger:
 
     def use_seeds(self, n: int) -> list[int]:
         """The ``n`` seeds a multi-seed experiment runs (``seed, seed+1, ...``), recorded here."""
-        if not isinstance(n, int) or n < 1:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"use_seeds(n) needs a positive int, got {n!r}")
         self.seeds = [self.seed + i for i in range(n)]
         return list(self.seeds)
 
-    # ----------------------------------------------------------------------------- claims
-    def claim(self, id: str, statement: str, *, source: str, criterion: Criterion) -> Claim:
-        """Declare a claim: an id, our statement of it, where the paper makes it, and a criterion."""
+    # ----------------------------------------------------------------------------- declaring
+    def _new(self, id: str) -> None:
+        if not isinstance(id, str) or not _NAME.match(id):
+            raise ValueError(f"claim id {id!r} must be letters, digits, '-', '_' or '+' "
+                             "(it names the claim in the ledger and in glue keys)")
+        if id in self.claims:
+            raise ValueError(f"claim {id!r} is declared twice")
+
+    def claim(self, id: str, statement: str, *, source: str, criterion: Criterion,
+              threshold: str, departure: str = "", exact: bool = False) -> Claim:
+        """Declare a claim.
+
+        ``source``: where the paper makes it. ``criterion``: the acceptable values.
+        ``threshold``: where the criterion's threshold came from, one of ``"paper"``, ``"notes"``
+        (the reproduction notes' pass criterion) or ``"ours"`` (fixed before the run).
+        ``departure``: how and why the criterion departs from the paper's or the notes' (shown on
+        the dashboard). ``exact=True``: a deterministic check that takes a single value; otherwise
+        the claim is statistical and takes an :class:`~reprobook.intervals.Estimate`.
+        """
+        self._new(id)
         if not isinstance(criterion, Criterion):
             raise TypeError(f"claim {id!r}: criterion must come from at_least/at_most/between/"
                             f"close_to/is_true, got {criterion!r}")
-        if id in self.claims:
-            raise ValueError(f"claim {id!r} is declared twice")
-        c = Claim(id=id, statement=statement, source=source, criterion=criterion)
+        if threshold not in THRESHOLD_SOURCES:
+            raise ValueError(f"claim {id!r}: threshold={threshold!r} must say where the threshold "
+                             f"came from: one of {', '.join(map(repr, THRESHOLD_SOURCES))}")
+        if not isinstance(departure, str):
+            raise TypeError(f"claim {id!r}: departure must be a sentence (str)")
+        c = Claim(id=id, statement=statement, source=source, criterion=criterion,
+                  threshold=threshold, departure=departure.strip(), exact=bool(exact))
         self.claims[id] = c
         return c
 
     def not_testable(self, id: str, statement: str, *, source: str = "", reason: str) -> Claim:
-        """Declare a claim that cannot be tested offline here, and why."""
-        if not reason:
-            raise ValueError(f"claim {id!r}: not_testable needs a reason")
-        if id in self.claims:
-            raise ValueError(f"claim {id!r} is declared twice")
+        """Declare a claim that cannot be tested offline here (data, model or hardware), and why."""
+        return self._declared(id, statement, source, reason, NOT_TESTABLE, "not_testable")
+
+    def not_implemented(self, id: str, statement: str, *, source: str = "", reason: str) -> Claim:
+        """Declare a claim that could be tested offline but is not built yet: a gap, and why."""
+        return self._declared(id, statement, source, reason, NOT_IMPLEMENTED, "not_implemented")
+
+    def _declared(self, id, statement, source, reason, verdict, fn) -> Claim:
+        self._new(id)
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"claim {id!r}: {fn} needs a reason")
         c = Claim(id=id, statement=statement, source=source, criterion=None, reason=reason,
-                  verdict=NOT_TESTABLE)
+                  declared=verdict)
         self.claims[id] = c
         return c
 
-    def record(self, id: str, value: Any, *, interval: tuple[float, float] | None = None,
-               detail: str = "") -> str:
-        """Record the measured value (and optionally its interval) and compute the verdict."""
+    # ----------------------------------------------------------------------------- recording
+    def _judged(self, id: str) -> Claim:
         if id not in self.claims:
             known = ", ".join(self.claims) or "none declared"
             raise KeyError(f"unknown claim {id!r}; declared claims: {known}")
         c = self.claims[id]
         if c.criterion is None:
-            raise ValueError(f"claim {id!r} was declared not testable; it takes no value")
-        if isinstance(value, bool):
-            value = 1.0 if value else 0.0
-        value = _number(f"value of claim {id!r}", value)
-        if interval is not None:
-            lo, hi = (_number(f"interval of claim {id!r}", x) for x in interval)
-            interval = (lo, hi)
-        c.value, c.interval, c.detail = value, interval, detail
-        c.verdict = c.criterion.judge(value, interval)
+            raise ValueError(f"claim {id!r} was declared {c.declared}; it takes no value")
+        return c
+
+    def record(self, id: str, result: Any, *, detail: str = "") -> str:
+        """Record what was measured for claim ``id`` and return the verdict it earns.
+
+        ``result`` is an :class:`~reprobook.intervals.Estimate` for a statistical claim, or a
+        single number (or bool) for an ``exact=True`` claim.
+        """
+        c = self._judged(id)
+        c.result = measure(c.criterion, c.exact, f"value of claim {id!r}", result)
+        c.detail = detail
+        self._glue(id, c.result)
         return c.verdict
+
+    def control(self, id: str, name: str, result: Any, *, what: str, kind: str = "broken",
+                detail: str = "") -> str:
+        """Record a control of claim ``id``, judged by the claim's own criterion; return its verdict.
+
+        A control is a re-run *in the chapter* on a broken method (``kind='broken'``: the baseline
+        swapped in, the key component removed, a planted bug in the method, never in the
+        reference) or with the effect planted (``kind='positive'``, for a claim that fails).
+        ``name`` is a short id (glue key ``<claim>.<name>``), ``what`` says what was changed.
+        """
+        c = self._judged(id)
+        if kind not in CONTROL_KINDS:
+            raise ValueError(f"control kind must be one of {CONTROL_KINDS}, got {kind!r}")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"control name {name!r} must be a short id (letters, digits, '-', '_')")
+        if any(k.name == name for k in c.controls):
+            raise ValueError(f"claim {id!r} already has a control named {name!r}")
+        if not isinstance(what, str) or not what.strip():
+            raise ValueError(f"control {name!r} of {id!r}: say what was broken (what=...)")
+        res = measure(c.criterion, c.exact, f"value of control {name!r} of {id!r}", result)
+        c.controls.append(Control(name=name, what=what.strip(), kind=kind, result=res,
+                                  detail=detail))
+        self._glue(f"{id}.{name}", res)
+        return res.verdict
+
+    def no_control(self, id: str, reason: str) -> None:
+        """Say why claim ``id`` can have no control whose verdict differs (shown in the ledger)."""
+        c = self._judged(id)
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"no_control({id!r}) needs a reason")
+        c.no_control = reason.strip()
 
     def verdicts(self) -> dict[str, str]:
         return {k: c.verdict for k, c in self.claims.items()}
 
+    def problems(self) -> list[str]:
+        """The rules this ledger breaks (see :func:`rule_problems`); empty when it is complete."""
+        return rule_problems([c.to_json() for c in self.claims.values()])
+
+    @staticmethod
+    def _glue(key: str, m: Measurement) -> None:
+        from .glue import glue
+
+        glue(f"{key}.value", m.value)
+        glue(f"{key}.verdict", m.verdict)
+        if m.estimate is not None:
+            glue(f"{key}.low", m.estimate.low)
+            glue(f"{key}.high", m.estimate.high)
+            glue(f"{key}.n", m.estimate.n)
+
     # ----------------------------------------------------------------------------- output
     def to_json(self) -> dict:
-        from .provenance import environment, git_commit, peak_memory_mb
+        from .book.provenance import environment, git_commit, peak_memory_mb
 
         return {
             "chapter": self.chapter, "profile": self.profile, "seed": self.seed,
@@ -281,53 +519,80 @@ class Ledger:
             "peak_memory_mb": peak_memory_mb(), "device": _device_text(self._device if self._device is not None
                                    or "torch" not in sys.modules else self.device),
             "git_commit": git_commit(), "environment": environment(),
+            "modules": imported_modules(),
             "claims": [c.to_json() for c in self.claims.values()],
         }
 
     def save(self, path: str | os.PathLike | None = None) -> str | None:
         """Write the ledger as JSON (atomically). Without a path, write where the runner asked
-        (``$REPROBOOK_LEDGER``); when run by hand with no such request, write nothing."""
-        path = path or os.environ.get(LEDGER_PATH_ENV)
-        if not path:
-            return None
-        from .atomic import write_text
+        (``$REPROBOOK_LEDGER``); when run by hand with no such request, write nothing.
 
-        write_text(path, json.dumps(self.to_json(), indent=2, default=_json_default))
-        return str(path)
+        Raises :class:`LedgerError` (after writing) when the ledger breaks a rule of the book."""
+        path = path or os.environ.get(LEDGER_PATH_ENV)
+        written = None
+        if path:
+            from .book.atomic import write_text
+
+            write_text(path, json.dumps(self.to_json(), indent=2, default=_json_default))
+            written = str(path)
+        problems = self.problems()
+        if problems:
+            raise LedgerError("the ledger breaks the book's rules:\n- " + "\n- ".join(problems))
+        return written
 
     def rows(self) -> list[dict]:
+        """One row per claim, then one per control of it (``control`` names the control)."""
         out = []
         for c in self.claims.values():
-            measured = "—" if c.value is None else fmt(c.value)
-            if c.interval:
-                measured += f" [{fmt(c.interval[0])}, {fmt(c.interval[1])}]"
-            out.append({"claim": c.id, "statement": c.statement,
-                        "criterion": c.criterion.text if c.criterion else "—",
-                        "measured": measured, "verdict": c.verdict,
-                        "note": c.reason or c.detail})
+            crit = c.criterion.text if c.criterion else "—"
+            if c.threshold:
+                crit += f" ({c.threshold})"
+            note = c.reason or "; ".join(x for x in (c.result.why, c.detail) if x)
+            if c.departure:
+                note = f"departs: {c.departure}" + (f"; {note}" if note else "")
+            if c.no_control:
+                note += ("; " if note else "") + f"no control: {c.no_control}"
+            out.append({"claim": c.id, "control": "", "statement": c.statement, "criterion": crit,
+                        "measured": c.result.measured_text(), "evidence": c.result.evidence(),
+                        "verdict": c.verdict, "note": note})
+            for k in c.controls:
+                knote = "; ".join(x for x in (k.result.why, k.detail) if x)
+                out.append({"claim": c.id, "control": k.name,
+                            "statement": f"{'positive control' if k.kind == 'positive' else 'control'}: {k.what}",
+                            "criterion": "same", "measured": k.result.measured_text(),
+                            "evidence": k.result.evidence(), "verdict": k.verdict, "note": knote})
         return out
 
     def __repr__(self) -> str:
         lines = [f"Claims ledger: {self.chapter} (profile {self.profile}, seed {self.seed})"]
         for r in self.rows():
+            if r["control"]:
+                lines.append(f"    control {r['control']}: {r['verdict']} (measured "
+                             f"{r['measured']}); {r['statement'][r['statement'].index(':') + 2:]}")
+                continue
             lines.append(f"- {r['claim']}: {r['verdict']} (measured {r['measured']}, "
                          f"criterion {r['criterion']})" + (f"; {r['note']}" if r["note"] else ""))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{h}</th>" for h in ("claim", "statement", "criterion", "measured",
-                                                   "verdict", "note"))
+        cols = ("claim", "statement", "criterion", "measured", "evidence", "verdict", "note")
+        head = "".join(f"<th>{h}</th>" for h in cols)
         body = []
         for r in self.rows():
             cls = "rb-" + r["verdict"].replace(" ", "-")
-            body.append("<tr>" + "".join(
-                f"<td>{html.escape(str(r[k]))}</td>" for k in ("claim", "statement", "criterion",
-                                                                  "measured")
+            first = (f'<td class="rb-control-name">↳ <code>{html.escape(r["control"])}</code></td>'
+                     if r["control"] else f"<td><code>{html.escape(r['claim'])}</code></td>")
+            row_cls = ' class="rb-control-row"' if r["control"] else ""
+            body.append(f"<tr{row_cls}>" + first + "".join(
+                f"<td>{html.escape(str(r[k]))}</td>" for k in ("statement", "criterion", "measured",
+                                                                  "evidence")
             ) + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td>'
                 f"<td>{html.escape(r['note'])}</td></tr>")
-        return (f'<table class="rb-ledger"><caption>Claims ledger: {html.escape(self.chapter)} '
-                f"(profile <code>{html.escape(self.profile)}</code>, seed {self.seed})</caption>"
-                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        return (f'<div class="rb-ledger-wrap"><table class="rb-ledger"><caption>Claims ledger: '
+                f"{html.escape(self.chapter)} (profile <code>{html.escape(self.profile)}</code>, "
+                f"seed {self.seed}); control rows (↳) re-run the check on a broken method"
+                f"</caption><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+                "</div>")
 
 
 def _device_text(device) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobook.chapters import book_root, discover
+from reprobook.book.chapters import book_root, discover
 
 pytestmark = pytest.mark.e2e
 

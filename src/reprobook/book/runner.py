@@ -1,6 +1,6 @@
 """The runner: execute chapters through papermill, in parallel, and keep every finished result.
 
-Each chapter runs in a fresh process (``python -m reprobook.execute``) in a private temporary
+Each chapter runs in a fresh process (``python -m reprobook.book.execute``) in a private temporary
 folder, locally or on a Dask worker, so the same function serves both and no shared filesystem is
 needed. Results land in ``runs/<profile>/<part>/``:
 
@@ -10,7 +10,12 @@ needed. Results land in ``runs/<profile>/<part>/``:
   resumes with the ones that are missing or out of date.
 
 A chapter is up to date when its cache key matches: a hash of the notebook's cells, the parameters
-it runs with, every file of ``src/reprobook`` and the installed environment (package versions).
+it runs with, the files of the ``reprobook`` modules it imported in its last run (recorded in its
+ledger) and the installed environment (package versions). Editing a module no chapter imports
+re-runs nothing; editing one it imports re-runs it.
+
+A ledger that breaks the book's rules (a judged claim with no control whose verdict differs, a
+claim never recorded) is a failed chapter, named with the claim.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ from pathlib import Path
 
 from .atomic import write_text
 from .chapters import Chapter, book_root
-from .claims import LEDGER_PATH_ENV
+from ..claims import LEDGER_PATH_ENV, rule_problems
 from .execute import STATIC_ENV, failed_cell
 from .profiles import SMOKE
 from .provenance import GIT_COMMIT_ENV, git_commit
@@ -71,6 +76,8 @@ class Outcome:
     key: str | None = None
     finished: str | None = None
     where: str = "local"
+    modules: list | None = None      # the reprobook files the chapter imported (cache key)
+    parameters: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -86,13 +93,30 @@ def result_paths(chapter: Chapter, profile: str, root: Path | None = None) -> di
             "error_notebook": base / f"{chapter.slug}.error.ipynb"}
 
 
-def _digest_tree(folder: Path) -> str:
+#: The ``reprobook`` package folder whose files the cache keys hash (a test may point it elsewhere).
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+#: Data files beside an imported module that count as its source (a YAML table, a JSON fixture).
+_DATA_SUFFIXES = (".yml", ".yaml", ".json", ".txt", ".csv")
+
+
+def modules_digest(modules: list[str] | None, package_dir: Path | None = None) -> str:
+    """A hash of the given files of the package (paths relative to it) and of the data files in
+    their folders. ``None`` (no run yet) hashes to a key no stored result has."""
+    if modules is None:
+        return "never-run"
+    base = package_dir or PACKAGE_DIR
+    files = set(modules)
+    for m in modules:
+        folder = (base / m).parent
+        if folder.is_dir():
+            files.update(str(p.relative_to(base)).replace(os.sep, "/") for p in folder.iterdir()
+                         if p.is_file() and p.suffix in _DATA_SUFFIXES)
     h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".yml", ".json",
-                                                                         ".yaml", ".txt"):
-            h.update(str(p.relative_to(folder)).encode())
-            h.update(p.read_bytes())
+    for rel in sorted(files):
+        h.update(rel.encode())
+        p = base / rel
+        h.update(p.read_bytes() if p.is_file() else b"<missing>")
     return h.hexdigest()
 
 
@@ -102,18 +126,20 @@ def _environment_digest() -> str:
     return hashlib.sha256(("\n".join(dists) + sys.version).encode()).hexdigest()
 
 
-def _notebook_digest(path: Path) -> str:
+def notebook_digest(path: Path) -> str:
     nb = json.loads(path.read_text())
     cells = [(c.get("cell_type"), "".join(c.get("source", "")), c.get("metadata", {}).get("tags"))
              for c in nb.get("cells", [])]
     return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
 
 
-def cache_key(chapter: Chapter, parameters: dict) -> str:
-    """What a result depends on: notebook cells, parameters, ``src/reprobook``, environment."""
-    parts = {"notebook": _notebook_digest(chapter.notebook),
+def cache_key(chapter: Chapter, parameters: dict, modules: list[str] | None,
+              package_dir: Path | None = None) -> str:
+    """What a result depends on: notebook cells, parameters, the ``reprobook`` files the chapter
+    imported (``modules``, from its last ledger), environment."""
+    parts = {"notebook": notebook_digest(chapter.notebook),
              "parameters": json.dumps(parameters, sort_keys=True),
-             "src": _digest_tree(Path(__file__).parent),
+             "modules": modules_digest(modules, package_dir),
              "environment": _environment_digest()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -163,7 +189,7 @@ def execute_payload(notebook_text: str, parameters: dict, timeout: int,
         env = {**os.environ, LEDGER_PATH_ENV: str(ledger), STATIC_ENV: "1", **(env_extra or {})}
         t0 = time.perf_counter()
         with open(log, "wb") as logf:
-            proc = subprocess.Popen([sys.executable, "-m", "reprobook.execute", str(spec_path)],
+            proc = subprocess.Popen([sys.executable, "-m", "reprobook.book.execute", str(spec_path)],
                                     cwd=work, env=env, stdout=logf, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             with _ACTIVE_LOCK:
@@ -200,23 +226,29 @@ def execute_payload(notebook_text: str, parameters: dict, timeout: int,
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _finish(chapter: Chapter, profile: str, key: str, payload: dict, where: str,
-            root: Path) -> Outcome:
+def _finish(job: "_Job", profile: str, payload: dict, where: str, root: Path) -> Outcome:
     """Store a chapter's payload atomically and turn it into an :class:`Outcome`."""
+    chapter = job.chapter
     paths = result_paths(chapter, profile, root)
     res = payload["result"]
     out = Outcome(slug=chapter.slug, part=chapter.part, profile=profile, status=res["status"],
                   error=res.get("error"), cell=res.get("cell"), wall_time_s=res.get("wall_time_s"),
                   expected=dict(chapter.expected) if profile == SMOKE else {}, where=where,
-                  finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                  finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), parameters=job.parameters)
     if out.status == "ok" and not payload.get("ledger"):
         out.status, out.error = "error", "the chapter finished without saving its ledger " \
                                          "(call ledger.save() in the last cell)"
+    ledger = json.loads(payload["ledger"]) if payload.get("ledger") else None
     if out.status == "ok":
-        ledger = json.loads(payload["ledger"])
+        problems = rule_problems(ledger["claims"])
+        if problems:  # a chapter that skipped Ledger.save's own check is refused here too
+            out.status = "error"
+            out.error = "the ledger breaks the book's rules: " + "; ".join(problems)
+    if out.status == "ok":
         out.verdicts = {c["id"]: c["verdict"] for c in ledger["claims"]}
         out.peak_memory_mb = ledger.get("peak_memory_mb")
-        out.key = key
+        out.modules = ledger.get("modules")
+        out.key = cache_key(chapter, job.parameters, out.modules)
         write_text(paths["notebook"], payload["notebook"])
         write_text(paths["ledger"], payload["ledger"])
         paths["error_notebook"].unlink(missing_ok=True)
@@ -266,8 +298,8 @@ def plan(chapters: list[Chapter], profile: str, overrides: dict | None = None,
     jobs, cached = [], []
     resolved = [(c, c.parameters_for(profile, overrides)) for c in chapters]
     for chapter, params in resolved:
-        key = cache_key(chapter, params)
         prev = load_outcome(chapter, profile, root)
+        key = cache_key(chapter, params, prev.modules if prev else None)
         paths = result_paths(chapter, profile, root)
         if (not force and prev and prev.status in ("ok", "cached") and prev.key == key
                 and paths["notebook"].exists() and paths["ledger"].exists()):
@@ -322,7 +354,7 @@ def _run_local(todo, profile, env, jobs, root, on_start, on_done) -> list[Outcom
         if _CANCELLED.is_set():  # killed by an interrupt: not a result, leave no record
             return None
         with lock:
-            out = _finish(job.chapter, profile, job.key, payload, "local", root)
+            out = _finish(job, profile, payload, "local", root)
             results.append(out)
             if on_done:
                 on_done(out)
@@ -368,7 +400,7 @@ def _run_dask(todo, profile, env, scheduler, root, on_start, on_done) -> list[Ou
             except Exception as e:  # the worker died: report it like any failed chapter
                 payload = {"result": {"status": "error", "error": f"Dask worker failed: {e!r}"},
                            "notebook": None, "ledger": None, "log": ""}
-            out = _finish(job.chapter, profile, job.key, payload, f"dask {scheduler}", root)
+            out = _finish(job, profile, payload, f"dask {scheduler}", root)
             results.append(out)
             if on_done:
                 on_done(out)

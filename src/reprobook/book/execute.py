@@ -1,6 +1,6 @@
 """Execute one chapter notebook with papermill, in the process that runs this module.
 
-The runner starts ``python -m reprobook.execute SPEC.json`` in a fresh process per chapter (locally
+The runner starts ``python -m reprobook.book.execute SPEC.json`` in a fresh process per chapter (locally
 or on a Dask worker), so that a crash, a hang or a leak in one chapter cannot take others down.
 The spec names the input notebook, the output notebook, the parameters to inject and a per-cell
 timeout; the outcome is written to ``SPEC.result.json``. The ledger goes where

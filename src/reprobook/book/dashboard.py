@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .catalog import papers, parts
 from .chapters import Chapter, book_root, discover
-from .claims import fmt
+from ..claims import fmt
 from .profiles import PROFILES
 
 __all__ = ["collect", "render_dashboard"]

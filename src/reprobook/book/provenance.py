@@ -35,7 +35,7 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
     """The commit of the book's checkout (``+dirty`` when it has uncommitted changes)."""
     if os.environ.get(GIT_COMMIT_ENV):
         return os.environ[GIT_COMMIT_ENV]
-    root = Path(root) if root else Path(__file__).resolve().parents[2]
+    root = Path(root) if root else Path(__file__).resolve().parents[3]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, text=True,
                              capture_output=True, timeout=10, check=True).stdout.strip()

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from .catalog import Paper, paper_by_slug, parts
-from .claims import VERDICTS
+from ..claims import VERDICTS
 from .profiles import PROFILES, SMOKE, ParameterError, read_parameters, resolve
 
 __all__ = ["Chapter", "ChapterError", "book_root", "discover", "find", "select"]
@@ -35,7 +35,7 @@ def book_root(start: str | os.PathLike | None = None) -> Path:
     for p in (here, *here.parents):
         if (p / "_config.yml").exists() and (p / "notebooks").is_dir():
             return p
-    src_root = Path(__file__).resolve().parents[2]
+    src_root = Path(__file__).resolve().parents[3]
     if (src_root / "notebooks").is_dir():
         return src_root
     raise ChapterError("cannot find the book (a folder with _config.yml and notebooks/); "
