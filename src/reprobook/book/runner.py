@@ -37,6 +37,7 @@ from .atomic import write_text
 from .chapters import Chapter, book_root
 from ..claims import LEDGER_PATH_ENV, rule_problems
 from .execute import STATIC_ENV, failed_cell
+from .gluecheck import missing_glue
 from .profiles import SMOKE
 from .provenance import GIT_COMMIT_ENV, git_commit
 
@@ -241,6 +242,9 @@ def _finish(job: "_Job", profile: str, payload: dict, where: str, root: Path) ->
     ledger = json.loads(payload["ledger"]) if payload.get("ledger") else None
     if out.status == "ok":
         problems = rule_problems(ledger["claims"])
+        unglued = missing_glue(payload["notebook"]) if payload.get("notebook") else []
+        if unglued:
+            problems.append("the prose refers to glue key(s) no cell glued: " + ", ".join(unglued))
         if problems:  # a chapter that skipped Ledger.save's own check is refused here too
             out.status = "error"
             out.error = "the ledger breaks the book's rules: " + "; ".join(problems)
