@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import make_chapter
+from conftest import GOOD_BODY, make_chapter
 from reprobook.book.cli import main
 from reprobook.book.runner import cache_key
 
@@ -60,16 +60,140 @@ def test_up_to_date_chapters_are_skipped_and_keys_cover_parameters(tiny_book, ca
     assert led["parameters"]["n"] == 4
 
 
-def test_cache_key_depends_on_notebook_and_parameters(tiny_book):
+def test_cache_key_depends_on_notebook_parameters_and_imported_modules(tiny_book):
     from reprobook.book.chapters import find
 
     make_chapter(tiny_book, "clipped-sgd")
     ch = find("clipped-sgd")
-    k = cache_key(ch, {"profile": "smoke"})
-    assert k == cache_key(ch, {"profile": "smoke"})
-    assert k != cache_key(ch, {"profile": "smoke", "n": 2})
+    mods = ["claims.py", "intervals.py"]
+    k = cache_key(ch, {"profile": "smoke"}, mods)
+    assert k == cache_key(ch, {"profile": "smoke"}, mods)
+    assert k != cache_key(ch, {"profile": "smoke", "n": 2}, mods)
+    assert k != cache_key(ch, {"profile": "smoke"}, None)  # never run: no stored key matches
     make_chapter(tiny_book, "clipped-sgd", params="n = 3\nm = 1")
-    assert cache_key(find("clipped-sgd"), {"profile": "smoke"}) != k
+    assert cache_key(find("clipped-sgd"), {"profile": "smoke"}, mods) != k
+
+
+def test_an_edit_to_an_unrelated_module_keeps_a_chapter_cached(tiny_book, tmp_path, monkeypatch):
+    """The key hashes only the reprobook files the chapter imported in its last run."""
+    import shutil
+
+    import reprobook.book.runner as runner
+
+    pkg = tmp_path / "pkg"  # a copy of the package to edit (the kernel imports the real one)
+    shutil.copytree(runner.PACKAGE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runner, "PACKAGE_DIR", pkg)
+    make_chapter(tiny_book, "clipped-sgd")
+    assert main(["run", "clipped-sgd"]) == 0
+    first = record(tiny_book, "optimization", "clipped-sgd")
+    assert "claims.py" in first["modules"] and "stats/ppi.py" not in first["modules"]
+    (pkg / "stats" / "ppi.py").write_text((pkg / "stats" / "ppi.py").read_text() + "\n# edit\n")
+    assert main(["run", "clipped-sgd"]) == 0
+    assert record(tiny_book, "optimization", "clipped-sgd")["finished"] == first["finished"]
+    (pkg / "claims.py").write_text((pkg / "claims.py").read_text() + "\n# edit\n")
+    assert main(["run", "clipped-sgd"]) == 0
+    assert record(tiny_book, "optimization", "clipped-sgd")["finished"] != first["finished"]
+
+
+def test_a_ledger_that_breaks_the_rules_fails_the_chapter_naming_the_claim(tiny_book, capsys):
+    body = GOOD_BODY.replace('ledger.control("positive", "negated", -n, what="n negated")\n', "")
+    make_chapter(tiny_book, "clipped-sgd", body=body)
+    bypass_save = (  # a chapter that writes its ledger without Ledger.save's check
+        "import json, os\n"
+        "def save(path=None):\n"
+        "    data = ledger.to_json()\n"
+        "    data['claims'] = [{**c, 'controls': []} for c in data['claims']]\n"
+        "    open(os.environ['REPROBOOK_LEDGER'], 'w').write(json.dumps(data))\n"
+        "ledger.save = save\n")
+    make_chapter(tiny_book, "h-pmd", body=GOOD_BODY + bypass_save)
+    assert main(["run", "--all", "--jobs", "1"]) == 1
+    err = capsys.readouterr().err.replace("\n", " ")
+    bad = record(tiny_book, "optimization", "clipped-sgd")
+    assert bad["status"] == "error" and "'positive'" in bad["error"]
+    assert "no control" in err
+    # a chapter that bypasses Ledger.save's own check is refused by the runner
+    bypass = record(tiny_book, "rl", "h-pmd")
+    assert bypass["status"] == "error" and "breaks the book's rules" in bypass["error"]
+
+
+def test_prose_that_refers_to_an_unglued_number_fails(tiny_book):
+    import nbformat
+
+    path = make_chapter(tiny_book, "clipped-sgd")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source += "\n\nn was {glue:text}`positive.value:.0f`, m was {glue:text}`m:.1f`."
+    nbformat.write(nb, path)
+    assert main(["run", "clipped-sgd"]) == 1
+    rec = record(tiny_book, "optimization", "clipped-sgd")
+    assert "glue key(s) no cell glued: m" in rec["error"]
+
+
+def test_publish_writes_small_results_and_marks_them_stale(tiny_book, capsys):
+    import nbformat
+
+    from reprobook.book.chapters import find
+    from reprobook.book.publish import load_published
+
+    path = make_chapter(tiny_book, "clipped-sgd", sidecar={"profiles": {"cpu": {"n": 5}}})
+    assert main(["run", "clipped-sgd", "--publish"]) == 2  # smoke is never published
+    assert main(["run", "clipped-sgd", "--profile", "cpu", "--publish", "-p", "n=2"]) == 2
+    assert main(["run", "clipped-sgd", "--profile", "cpu", "--publish"]) == 0
+    out = tiny_book / "results/cpu/optimization/clipped-sgd.json"
+    data = json.loads(out.read_text())
+    assert data["parameters"]["n"] == 5 and data["claims"][0]["verdict"] == "reproduced"
+    assert data["claims"][0]["controls"][0]["verdict"] == "not reproduced"
+    assert out.stat().st_size < 20_000
+    pub = load_published(find("clipped-sgd"), "cpu")
+    assert pub.stale == [] and pub.verdicts == {"positive": "reproduced"}
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source += "\n\nEdited."
+    nbformat.write(nb, path)
+    assert load_published(find("clipped-sgd"), "cpu").stale == ["the notebook changed"]
+    capsys.readouterr()
+    assert main(["list"]) == 0
+    assert "stale: the notebook changed" in capsys.readouterr().out
+
+
+def test_dry_run_checks_everything_and_runs_nothing(tiny_book, capsys):
+    make_chapter(tiny_book, "clipped-sgd")
+    assert main(["run", "clipped-sgd", "-p", "n=7", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "n=7" in out and "run" in out and not (tiny_book / "runs").exists()
+    assert main(["run", "clipped-sgd", "-p", "k=7", "--dry-run"]) == 2
+
+
+def test_a_runner_killed_with_sigkill_leaves_no_chapter_running(tiny_book):
+    import psutil
+
+    make_chapter(tiny_book, "clipped-sgd", body="import time\ntime.sleep(60)\n" + GOOD_BODY)
+    env = {**os.environ, "REPROBOOK_ROOT": str(tiny_book)}
+    proc = subprocess.Popen([sys.executable, "-m", "reprobook.book.cli", "run", "clipped-sgd"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    runner = psutil.Process(proc.pid)
+    deadline, kids = time.time() + 90, []
+    while time.time() < deadline:  # wait for the kernel to be up and running the sleep
+        kids = runner.children(recursive=True)
+        if any("ipykernel" in " ".join(k.cmdline()) for k in kids if k.is_running()):
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the chapter's kernel never started")
+    time.sleep(2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+    def alive(p):
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.time() + 15
+    while time.time() < deadline and any(alive(k) for k in kids):
+        time.sleep(0.5)
+    assert not [k.pid for k in kids if alive(k)], "processes outlived the killed runner"
+    assert record(tiny_book, "optimization", "clipped-sgd") is None
 
 
 @pytest.mark.parametrize("argv,match", [

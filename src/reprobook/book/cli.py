@@ -27,20 +27,28 @@ def _verdict_summary(verdicts: dict) -> str:
 
 
 def cmd_list(args) -> int:
+    from .publish import load_published
     from .runner import load_outcome
 
     t = Table(title="reprobook chapters")
-    for col in ("chapter", "part", "tier", "profiles", "expected at smoke", "last result"):
+    for col in ("chapter", "part", "tier", "profiles", "expected at smoke", "last result",
+                "published"):
         t.add_column(col)
     for ch in discover():
-        last = []
+        last, pub = [], []
         for p in PROFILES:
             o = load_outcome(ch, p)
             if o:
                 tag = o.status if o.failed else _verdict_summary(o.verdicts)
                 last.append(f"{p}: {tag} ({(o.finished or '')[:10]})")
+            r = load_published(ch, p) if p != SMOKE else None
+            if r:
+                state = f"[yellow]stale: {'; '.join(r.stale)}[/]" if r.stale else "current"
+                pub.append(f"{p}: {_verdict_summary(r.verdicts)} "
+                           f"({(r.data.get('published') or '')[:10]}, {state})")
         t.add_row(ch.slug, ch.part, ch.paper.tier, ", ".join(ch.profile_names),
-                  _verdict_summary(ch.expected), "\n".join(last) or "never run")
+                  _verdict_summary(ch.expected), "\n".join(last) or "never run",
+                  "\n".join(pub) or "—")
     console.print(t)
     return 0
 
@@ -61,6 +69,12 @@ def cmd_run(args) -> int:
     overrides = _overrides(args.param)
     for ch in chapters:  # every parameter error before anything runs
         ch.parameters_for(args.profile, overrides)
+    if args.publish and (args.profile == SMOKE or overrides):
+        err.print("[red]error:[/] --publish writes the faithful results: use it with --profile cpu "
+                  "(or gpu) and without -p overrides")
+        return 2
+    if args.dry_run:
+        return _dry_run(chapters, args, overrides)
     where = f"Dask scheduler {args.scheduler}" if args.scheduler else \
         f"{args.jobs or 'all'} local process(es)"
     console.print(f"Running {len(chapters)} chapter(s) at profile [bold]{args.profile}[/] on {where}")
@@ -80,7 +94,7 @@ def cmd_run(args) -> int:
 
         outcomes = run_chapters(chapters, args.profile, jobs=args.jobs, timeout=args.timeout,
                                 force=args.force, overrides=overrides, scheduler=args.scheduler,
-                                on_start=on_start, on_done=on_done)
+                                on_start=on_start, on_done=on_done, publish=args.publish)
     table = Table(title=f"reprobook run — profile {args.profile} — {time.perf_counter() - t0:.0f} s")
     for col in ("chapter", "status", "verdicts", "time (s)", "memory (MB)"):
         table.add_column(col)
@@ -108,6 +122,22 @@ def cmd_run(args) -> int:
     if bad:
         err.print(f"[red]{bad} chapter(s) failed or changed verdicts[/]")
     return 1 if bad else 0
+
+
+def _dry_run(chapters, args, overrides) -> int:
+    from .runner import plan
+
+    todo, cached = plan(chapters, args.profile, overrides, args.timeout, args.force)
+    t = Table(title=f"reprobook run --dry-run — profile {args.profile}")
+    for col in ("chapter", "would", "parameters (beyond the notebook's defaults)"):
+        t.add_column(col)
+    runs = {j.chapter.slug: j for j in todo}
+    for ch in chapters:
+        params = ch.parameters_for(args.profile, overrides)
+        shown = ", ".join(f"{k}={v!r}" for k, v in params.items() if k != "profile") or "—"
+        t.add_row(ch.id, "run" if ch.slug in runs else "skip (up to date)", shown)
+    console.print(t)
+    return 0
 
 
 def cmd_book(args) -> int:
@@ -174,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--scheduler", help="submit to an existing Dask cluster, e.g. tcp://HOST:8786")
     s.add_argument("-p", "--param", action="append", metavar="NAME=VALUE",
                    help="override one parameter (repeatable)")
+    s.add_argument("--publish", action="store_true",
+                   help="write each finished chapter's result to results/<profile>/ (cpu, gpu)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="check chapters and parameters and show what would run; run nothing")
     s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("book", help="build the HTML book from executed notebooks")

@@ -5,11 +5,19 @@ or on a Dask worker), so that a crash, a hang or a leak in one chapter cannot ta
 The spec names the input notebook, the output notebook, the parameters to inject and a per-cell
 timeout; the outcome is written to ``SPEC.result.json``. The ledger goes where
 ``$REPROBOOK_LEDGER`` says (the chapter's ``ledger.save()`` writes it).
+
+The executor dies with the runner that started it, and takes its kernel along: on Linux the kernel
+is asked to send it SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), and a watchdog thread
+notices a changed parent elsewhere. A runner killed with SIGKILL therefore leaves no chapter running
+and no result written behind its back.
 """
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -17,6 +25,47 @@ from pathlib import Path
 from .atomic import write_text
 
 STATIC_ENV = "REPROBOOK_STATIC"
+#: The runner's process id, so the executor can tell when it has been orphaned.
+PARENT_ENV = "REPROBOOK_PARENT_PID"
+
+
+def _kill_descendants_and_exit(*_args) -> None:
+    try:
+        import psutil
+
+        kids = psutil.Process().children(recursive=True)
+        for k in kids:
+            try:
+                k.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(kids, timeout=5)
+    finally:
+        os._exit(143)
+
+
+def die_with_parent() -> None:
+    """End this process and its kernel when the runner that started it goes away."""
+    expected = int(os.environ.get(PARENT_ENV, "0") or 0)
+    signal.signal(signal.SIGTERM, _kill_descendants_and_exit)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: SIGTERM us when the parent dies
+        except (OSError, AttributeError):
+            pass
+    if expected and os.getppid() != expected:  # the runner died before the line above
+        _kill_descendants_and_exit()
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if expected and os.getppid() != expected:
+                _kill_descendants_and_exit()
+
+    threading.Thread(target=watch, daemon=True, name="reprobook-parent-watch").start()
 
 
 def failed_cell(nb_path: Path) -> dict | None:
@@ -65,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     spec_path = Path(argv[0])
     spec = json.loads(spec_path.read_text())
+    die_with_parent()
     result = run_spec(spec)
     write_text(spec_path.with_suffix(".result.json"), json.dumps(result, indent=2))
     return 0

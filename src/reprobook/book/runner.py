@@ -36,7 +36,7 @@ from pathlib import Path
 from .atomic import write_text
 from .chapters import Chapter, book_root
 from ..claims import LEDGER_PATH_ENV, rule_problems
-from .execute import STATIC_ENV, failed_cell
+from .execute import PARENT_ENV, STATIC_ENV, failed_cell
 from .gluecheck import missing_glue
 from .profiles import SMOKE
 from .provenance import GIT_COMMIT_ENV, git_commit
@@ -187,7 +187,8 @@ def execute_payload(notebook_text: str, parameters: dict, timeout: int,
         spec = {"notebook": str(nb_in), "output": str(nb_out), "parameters": parameters,
                 "cwd": str(work), "cell_timeout": timeout}
         spec_path.write_text(json.dumps(spec))
-        env = {**os.environ, LEDGER_PATH_ENV: str(ledger), STATIC_ENV: "1", **(env_extra or {})}
+        env = {**os.environ, LEDGER_PATH_ENV: str(ledger), STATIC_ENV: "1",
+               PARENT_ENV: str(os.getpid()), **(env_extra or {})}
         t0 = time.perf_counter()
         with open(log, "wb") as logf:
             proc = subprocess.Popen([sys.executable, "-m", "reprobook.book.execute", str(spec_path)],
@@ -319,9 +320,19 @@ def plan(chapters: list[Chapter], profile: str, overrides: dict | None = None,
 def run_chapters(chapters: list[Chapter], profile: str = SMOKE, *, jobs: int | None = None,
                  timeout: int | None = None, force: bool = False, overrides: dict | None = None,
                  scheduler: str | None = None, root: Path | None = None,
-                 on_start=None, on_done=None) -> list[Outcome]:
-    """Run chapters at a profile; return one :class:`Outcome` each, in the order given."""
+                 on_start=None, on_done=None, publish: bool = False) -> list[Outcome]:
+    """Run chapters at a profile; return one :class:`Outcome` each, in the order given.
+
+    ``publish=True`` writes each finished chapter's result to ``results/<profile>/`` (see
+    :mod:`reprobook.book.publish`) as it finishes; it needs the profile's own parameters."""
     root = book_root(root)
+    if publish:
+        if profile == SMOKE:
+            raise ValueError("--publish is for the faithful profiles (cpu, gpu): smoke results "
+                             "are CI's and are not published")
+        if overrides:
+            raise ValueError("--publish needs the profile's own parameters: drop the -p overrides")
+        on_done = _publishing(profile, root, on_done, {c.slug: c for c in chapters})
     todo, cached = plan(chapters, profile, overrides, timeout, force, root)
     for o in cached:
         if on_done:
@@ -335,6 +346,19 @@ def run_chapters(chapters: list[Chapter], profile: str = SMOKE, *, jobs: int | N
             done = _run_local(todo, profile, env, jobs, root, on_start, on_done)
         outcomes.update({o.slug: o for o in done})
     return [outcomes[c.slug] for c in chapters if c.slug in outcomes]
+
+
+def _publishing(profile: str, root: Path, on_done, by_slug: dict):
+    from .publish import publish
+
+    def done(o: Outcome):
+        if not o.failed and not o.mismatches:
+            paths = result_paths(by_slug[o.slug], profile, root)
+            publish(by_slug[o.slug], profile, json.loads(paths["ledger"].read_text()),
+                    json.loads(paths["record"].read_text()), root)
+        if on_done:
+            on_done(o)
+    return done
 
 
 def _threads_env(jobs: int) -> dict:
