@@ -66,7 +66,9 @@ def test_toc_lists_all_parts_and_existing_chapters(tiny_book):
     captions = [p["caption"] for p in toc["parts"]]
     assert captions[1:] == [p.title for p in parts()]
     rl = toc["parts"][1 + [p.id for p in parts()].index("rl")]
-    assert rl["chapters"][0]["sections"] == [{"file": "notebooks/rl/h-pmd"}]
+    # the part's title appears once (the caption); its page is "About this part"
+    assert rl["chapters"] == [{"file": "book/parts/rl", "title": "About this part"},
+                              {"file": "notebooks/rl/h-pmd"}]
 
 
 def test_toc_gives_a_plain_nav_title_when_the_heading_has_tex(tiny_book):
@@ -77,7 +79,7 @@ def test_toc_gives_a_plain_nav_title_when_the_heading_has_tex(tiny_book):
     nb.cells[0].source = "# Mirror descent with lookahead ($h$-PMD): \"quoted\"\n\nText with $x$."
     nbformat.write(nb, path)
     toc = yaml.safe_load(render_toc())
-    sections = [s for p in toc["parts"] for c in p["chapters"] for s in c.get("sections", [])]
+    sections = [c for p in toc["parts"] for c in p["chapters"]]
     assert {"file": "notebooks/rl/h-pmd",
             "title": 'Mirror descent with lookahead (h-PMD): "quoted"'} in sections
     assert {"file": "notebooks/optimization/clipped-sgd"} in sections  # no TeX: no override

@@ -39,7 +39,7 @@ __all__ = [
     "Criterion", "at_least", "at_most", "between", "close_to", "is_true",
     "Claim", "Control", "Ledger", "LedgerError", "VERDICTS", "REPRODUCED", "NOT_REPRODUCED",
     "INCONCLUSIVE", "NOT_TESTABLE", "NOT_IMPLEMENTED", "NOT_RECORDED", "THRESHOLD_SOURCES",
-    "rule_problems",
+    "rule_problems", "ledger_rows", "ledger_html",
 ]
 
 REPRODUCED = "reproduced"
@@ -165,19 +165,6 @@ class Measurement:
     @property
     def interval(self) -> tuple[float, float] | None:
         return self.estimate.interval if self.estimate is not None else None
-
-    def evidence(self) -> str:
-        if self.estimate is not None:
-            return self.estimate.describe()
-        return "single value" if self.value is not None else ""
-
-    def measured_text(self) -> str:
-        if self.value is None:
-            return "—"
-        out = fmt(self.value)
-        if self.estimate is not None:
-            out += f" [{fmt(self.estimate.low)}, {fmt(self.estimate.high)}]"
-        return out
 
     def to_json(self) -> dict:
         return {"value": self.value, "interval": list(self.interval) if self.interval else None,
@@ -542,57 +529,87 @@ class Ledger:
 
     def rows(self) -> list[dict]:
         """One row per claim, then one per control of it (``control`` names the control)."""
-        out = []
-        for c in self.claims.values():
-            crit = c.criterion.text if c.criterion else "—"
-            if c.threshold:
-                crit += f" ({c.threshold})"
-            note = c.reason or "; ".join(x for x in (c.result.why, c.detail) if x)
-            if c.departure:
-                note = f"departs: {c.departure}" + (f"; {note}" if note else "")
-            if c.no_control:
-                note += ("; " if note else "") + f"no control: {c.no_control}"
-            out.append({"claim": c.id, "control": "", "statement": c.statement, "criterion": crit,
-                        "measured": c.result.measured_text(), "evidence": c.result.evidence(),
-                        "verdict": c.verdict, "note": note})
-            for k in c.controls:
-                knote = "; ".join(x for x in (k.result.why, k.detail) if x)
-                out.append({"claim": c.id, "control": k.name,
-                            "statement": f"{'positive control' if k.kind == 'positive' else 'control'}: {k.what}",
-                            "criterion": "same", "measured": k.result.measured_text(),
-                            "evidence": k.result.evidence(), "verdict": k.verdict, "note": knote})
-        return out
+        return ledger_rows([c.to_json() for c in self.claims.values()])
 
     def __repr__(self) -> str:
         lines = [f"Claims ledger: {self.chapter} (profile {self.profile}, seed {self.seed})"]
         for r in self.rows():
             if r["control"]:
                 lines.append(f"    control {r['control']}: {r['verdict']} (measured "
-                             f"{r['measured']}); {r['statement'][r['statement'].index(':') + 2:]}")
+                             f"{r['measured']}); {r['statement'].split(': ', 1)[1]}")
                 continue
             lines.append(f"- {r['claim']}: {r['verdict']} (measured {r['measured']}, "
                          f"criterion {r['criterion']})" + (f"; {r['note']}" if r["note"] else ""))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        cols = ("claim", "statement", "criterion", "measured", "evidence", "verdict", "note")
-        head = "".join(f"<th>{h}</th>" for h in cols)
-        body = []
-        for r in self.rows():
-            cls = "rb-" + r["verdict"].replace(" ", "-")
-            first = (f'<td class="rb-control-name">↳ <code>{html.escape(r["control"])}</code></td>'
-                     if r["control"] else f"<td><code>{html.escape(r['claim'])}</code></td>")
-            row_cls = ' class="rb-control-row"' if r["control"] else ""
-            body.append(f"<tr{row_cls}>" + first + "".join(
-                f"<td>{html.escape(str(r[k]))}</td>" for k in ("statement", "criterion", "measured",
-                                                                  "evidence")
-            ) + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td>'
-                f"<td>{html.escape(r['note'])}</td></tr>")
-        return (f'<div class="rb-ledger-wrap"><table class="rb-ledger"><caption>Claims ledger: '
-                f"{html.escape(self.chapter)} (profile <code>{html.escape(self.profile)}</code>, "
-                f"seed {self.seed}); control rows (↳) re-run the check on a broken method"
-                f"</caption><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-                "</div>")
+        return ledger_html(self.rows(), f"Claims ledger: {html.escape(self.chapter)} (profile "
+                                        f"<code>{html.escape(self.profile)}</code>, seed {self.seed})")
+
+
+def _evidence(m: dict) -> str:
+    e = m.get("estimate")
+    if e:
+        pct = f"{100 * e.get('level', 0.95):g}%"
+        if e.get("k") is not None:
+            return f"{e['k']}/{e['n']} {e['unit']}s, {pct} {e['method']} interval"
+        return f"n = {e['n']} {e['unit']}s, {pct} {e['method']} interval"
+    return "single value" if m.get("value") is not None else ""
+
+
+def _measured(m: dict) -> str:
+    if m.get("value") is None:
+        return "—"
+    out = fmt(m["value"])
+    iv = m.get("interval")
+    if iv:
+        out += f" [{fmt(iv[0]) if iv[0] is not None else '-inf'}, " \
+               f"{fmt(iv[1]) if iv[1] is not None else 'inf'}]"
+    return out
+
+
+def ledger_rows(claims: list[dict]) -> list[dict]:
+    """Table rows from claims as saved in a ledger's JSON: each claim, then its controls."""
+    out = []
+    for c in claims:
+        crit = c["criterion"]["text"] if c.get("criterion") else "—"
+        if c.get("threshold"):
+            crit += f" ({c['threshold']})"
+        note = c.get("reason") or "; ".join(x for x in (c.get("why"), c.get("detail")) if x)
+        if c.get("departure"):
+            note = f"departs: {c['departure']}" + (f"; {note}" if note else "")
+        if c.get("no_control"):
+            note += ("; " if note else "") + f"no control: {c['no_control']}"
+        out.append({"claim": c["id"], "control": "", "statement": c["statement"],
+                    "criterion": crit, "measured": _measured(c), "evidence": _evidence(c),
+                    "verdict": c["verdict"], "note": note})
+        for k in c.get("controls") or []:
+            label = "positive control" if k.get("kind") == "positive" else "control"
+            out.append({"claim": c["id"], "control": k["name"], "statement": f"{label}: {k['what']}",
+                        "criterion": "same", "measured": _measured(k), "evidence": _evidence(k),
+                        "verdict": k["verdict"],
+                        "note": "; ".join(x for x in (k.get("why"), k.get("detail")) if x)})
+    return out
+
+
+def ledger_html(rows: list[dict], caption: str) -> str:
+    """The ledger table (HTML) of :func:`ledger_rows`; ``caption`` is trusted HTML."""
+    cols = ("claim", "statement", "criterion", "measured", "evidence", "verdict", "note")
+    head = "".join(f"<th>{h}</th>" for h in cols)
+    body = []
+    for r in rows:
+        cls = "rb-" + r["verdict"].replace(" ", "-")
+        first = (f'<td class="rb-control-name">↳ <code>{html.escape(r["control"])}</code></td>'
+                 if r["control"] else f"<td><code>{html.escape(r['claim'])}</code></td>")
+        row_cls = ' class="rb-control-row"' if r["control"] else ""
+        body.append(f"<tr{row_cls}>" + first + "".join(
+            f"<td>{html.escape(str(r[k]))}</td>" for k in ("statement", "criterion", "measured",
+                                                              "evidence")
+        ) + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td>'
+            f"<td>{html.escape(r['note'])}</td></tr>")
+    return (f'<div class="rb-ledger-wrap"><table class="rb-ledger"><caption>{caption}; control '
+            f"rows (↳) re-run the check on a broken method</caption><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _device_text(device) -> str:

@@ -5,18 +5,25 @@ notebooks of that profile in place of the committed (output-free) ones, the gene
 and the static assets the pages need offline: plotly.js from the installed plotly package and
 MathJax from the installed ``jupyter-server-mathjax`` package. No page loads anything from the
 network.
+
+A book built from quick runs (smoke) still shows the faithful ones: each chapter page gets the
+published ``cpu`` ledger beside its own, marked stale when it no longer matches the chapter, and the
+landing page gets the book's totals.
 """
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from ..claims import ledger_html, ledger_rows
 from .catalog import papers, parts
 from .chapters import book_root, discover
-from .dashboard import render_dashboard
+from .dashboard import SHOWN, book_totals, render_dashboard
+from .publish import load_published
 from .profiles import PROFILES
 from .toc import render_toc
 
@@ -35,6 +42,57 @@ def _not_run_note(nb_text: str, profile: str) -> str:
         "and rebuild the book.\n```"]}
     nb["cells"].insert(0, note)
     return json.dumps(nb)
+
+
+def _published_cell(pub, profile: str) -> dict:
+    """A markdown cell with a chapter's published ledger (e.g. the cpu run, in the smoke book)."""
+    d = pub.data
+    lines = [f"### The faithful run: `{profile}`, as published", "",
+             f"This page executed the chapter at the quick `smoke` profile. The table below is the "
+             f"`{profile}` run published in `results/{profile}/{d['part']}/{d['chapter']}.json` on "
+             f"{(d.get('published') or '?')[:10]} (commit `{d.get('git_commit', '?')}`, "
+             f"{d.get('wall_time_s') or 0:.0f} s on {html.escape(str(d.get('device', '?')))}).", ""]
+    if pub.stale:
+        lines += ["```{warning}", "This published result is **stale**: " + "; ".join(pub.stale) +
+                  f" since it was published. Re-run `reprobook run {d['chapter']} --profile "
+                  f"{profile} --publish`.", "```", ""]
+    lines.append(ledger_html(ledger_rows(d["claims"]),
+                             f"Published ledger: {html.escape(d['chapter'])} (profile "
+                             f"<code>{profile}</code>)"))
+    return {"cell_type": "markdown", "metadata": {}, "source": "\n".join(lines)}
+
+
+def _with_published(nb_text: str, pub, profile: str) -> str:
+    """Insert the published ledger after the chapter's own ledger cell (or at the end)."""
+    nb = json.loads(nb_text)
+    cells = nb["cells"]
+    at = len(cells)
+    for i, c in enumerate(cells):
+        src = "".join(c.get("source", [])) if isinstance(c.get("source"), list) else c.get("source", "")
+        if c.get("cell_type") == "code" and src.lstrip().startswith("# NBVAL_CHECK_OUTPUT"):
+            at = i + 1
+            break
+    cells.insert(at, _published_cell(pub, profile))
+    return json.dumps(nb)
+
+
+def _totals_block(root: Path) -> str:
+    t = book_totals(root)
+    lines = ["", "## The book so far", "",
+             f"{t['written']} of {t['papers']} papers have a chapter. Claims by verdict:", "",
+             "| run | chapters | " + " | ".join(("reproduced", "not reproduced", "inconclusive",
+                                                   "not testable offline", "not implemented"))
+             + " |", "|---|---|---|---|---|---|---|"]
+    keys = ("reproduced", "not reproduced", "inconclusive at this scale", "not testable offline",
+            "not implemented")
+    names = {"smoke": "smoke (CI, every change)", "cpu": "cpu (published, faithful)"}
+    for profile in SHOWN:
+        p = t["profiles"][profile]
+        lines.append(f"| {names[profile]} | {p['chapters']} | " +
+                     " | ".join(str(p["claims"].get(k, 0)) for k in keys) + " |")
+    lines += ["", "Every claim, with its controls and where its threshold came from, is on "
+              "[the claims dashboard](dashboard.md).", ""]
+    return "\n".join(lines)
 
 
 def _part_listing(part: str, chapters) -> str:
@@ -73,6 +131,8 @@ def stage_book(profile: str = "smoke", root: Path | None = None) -> Path:
     (stage / "_toc.yml").write_text(render_toc(root))
     shutil.copytree(root / "book", stage / "book")
     (stage / "book" / "dashboard.md").write_text(render_dashboard(root))
+    intro = stage / "book" / "intro.md"
+    intro.write_text(intro.read_text() + _totals_block(root))
     shutil.copy(root / "CONTRIBUTING.md", stage / "CONTRIBUTING.md")
     chapters = discover(root)
     for part in parts():
@@ -83,10 +143,15 @@ def stage_book(profile: str = "smoke", root: Path | None = None) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         executed = root / "runs" / profile / ch.part / f"{ch.slug}.ipynb"
         if executed.exists():
-            shutil.copy(executed, dest)
+            text = executed.read_text()
         else:
-            dest.write_text(_not_run_note(ch.notebook.read_text(), profile)
-                            .replace("{slug}", ch.slug))
+            text = _not_run_note(ch.notebook.read_text(), profile).replace("{slug}", ch.slug)
+        for shown in SHOWN:
+            pub = load_published(ch, shown, root) if shown != profile and shown != "smoke" \
+                else None
+            if pub is not None:
+                text = _with_published(text, pub, shown)
+        dest.write_text(text)
     _vendor_assets(stage / "book" / "_static")
     return stage
 

@@ -11,6 +11,8 @@ from .chapters import book_root, discover
 __all__ = ["render_toc", "write_toc", "nav_title"]
 
 FRONT = ["book/how-to-run", "book/methodology", "book/dashboard", "book/authoring"]
+#: The sidebar title of a part's own page (the caption above it already names the part).
+PART_PAGE = "About this part"
 
 
 def render_toc(root: Path | None = None) -> str:
@@ -22,16 +24,14 @@ def render_toc(root: Path | None = None) -> str:
              "    chapters:"]
     lines += [f"      - file: {f}" for f in FRONT]
     for part in parts():
+        # the caption names the part once; its page is the part's overview, its chapters follow
         lines += [f'  - caption: "{part.title}"', "    chapters:",
-                  f"      - file: book/parts/{part.id}"]
-        mine = [c for c in chapters if c.part == part.id]
-        if mine:
-            lines.append("        sections:")
-            for c in mine:
-                lines.append(f"          - file: notebooks/{c.part}/{c.slug}")
-                title = nav_title(root / "notebooks" / c.part / f"{c.slug}.ipynb")
-                if title:
-                    lines.append(f"            title: {json.dumps(title)}")
+                  f"      - file: book/parts/{part.id}", f"        title: {json.dumps(PART_PAGE)}"]
+        for c in (c for c in chapters if c.part == part.id):
+            lines.append(f"      - file: notebooks/{c.part}/{c.slug}")
+            title = nav_title(root / "notebooks" / c.part / f"{c.slug}.ipynb")
+            if title:
+                lines.append(f"        title: {json.dumps(title)}")
     return "\n".join(lines) + "\n"
 
 
