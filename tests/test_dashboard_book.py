@@ -87,7 +87,12 @@ def test_stage_book_uses_executed_notebooks_shows_published_and_vendors_assets(t
     shutil.copytree(ROOT / "book", tiny_book / "book")
     shutil.copy(ROOT / "CONTRIBUTING.md", tiny_book / "CONTRIBUTING.md")
     make_chapter(tiny_book, "h-pmd")
-    make_chapter(tiny_book, "clipped-sgd")
+    import nbformat
+
+    unrun = make_chapter(tiny_book, "clipped-sgd")
+    nb = nbformat.read(unrun, as_version=4)
+    nb.cells[0].source += "\n\nThe ratio was {glue:text}`positive.value:.2f`."
+    nbformat.write(nb, unrun)
     fake_result(tiny_book)
     fake_published(tiny_book)
     executed = tiny_book / "runs/smoke/rl/h-pmd.ipynb"
@@ -101,7 +106,9 @@ def test_stage_book_uses_executed_notebooks_shows_published_and_vendors_assets(t
     at = next(i for i, x in enumerate(srcs) if x.startswith("# NBVAL_CHECK_OUTPUT"))
     assert srcs[at + 1].startswith("### The faithful run: `cpu`, as published")
     assert "Published ledger" in srcs[at + 1] and "baseline in its place" in srcs[at + 1]
-    assert "has not been run" in (stage / "notebooks/optimization/clipped-sgd.ipynb").read_text()
+    unrun = (stage / "notebooks/optimization/clipped-sgd.ipynb").read_text()
+    assert "has not been run" in unrun
+    assert "{glue" not in unrun and "*(not run)*" in unrun  # no run glued the prose's numbers
     assert (stage / "book/_static/plotly.min.js").stat().st_size > 1_000_000
     assert (stage / "book/_static/mathjax/MathJax.js").exists()
     assert "not yet written" in (stage / "book/parts/vision.md").read_text()

@@ -27,6 +27,8 @@ def test_difference_is_paired_and_ratio_is_the_delta_method():
     R = a.mean() / b.mean()
     half = stats.t.ppf(0.975, 3) * (a - R * b).std(ddof=1) / (2 * b.mean())
     assert r.value == pytest.approx(R) and r.interval == pytest.approx((R - half, R + half))
+    assert r.samples == tuple(zip(a.tolist(), b.tolist()))  # the pairs: recomputable
+    assert r.to_json()["samples"][0] == [3.0, 2.0]
     with pytest.raises(ValueError, match="paired"):
         intervals.difference(a, b[:3], unit="seed")
     with pytest.raises(ValueError, match="positive mean"):
@@ -56,6 +58,7 @@ def test_bootstrap_needs_enough_replicates_and_is_reproducible():
     p = intervals.bootstrap(lambda u, v: np.mean(u) / np.mean(v), x + 5, x + 6, unit="instance",
                             method="percentile")
     assert p.method == "percentile bootstrap" and p.n == 40
+    assert p.samples[0] == (x[0] + 5, x[0] + 6)  # paired arms, not a per-replicate statistic
     with pytest.raises(ValueError, match="at least 10 replicates"):
         intervals.bootstrap(np.mean, x[:5], unit="seed")
 

@@ -57,42 +57,37 @@ def test_explore_static_note_and_live_widget(monkeypatch):
     assert "open this chapter in Jupyter" in shown[-1].data
     monkeypatch.setenv("REPROBOOK_STATIC", "0")
     assert explore(draw, k=(1, 5, 1), log=False) is None
-    assert len(shown[-1].children) == 3  # two controls and the status line
+    assert len(shown[-1].children) == 4  # the figure, two controls and the status line
     with pytest.raises(TypeError, match="no parameter"):
         explore(draw, q=(1, 2))
 
 
-def test_explore_redraws_through_the_display_handle(monkeypatch):
-    """Live controls replace the figure via its display id (no Output widget, which can hang a
+def test_explore_redraws_the_figure_widget_and_reports_errors(monkeypatch):
+    """Live controls replace the traces of a plotly FigureWidget (no Output widget, which can hang a
     notebook executed by papermill), and a failing redraw is reported beside the controls."""
-    shown, updates = [], []
-
-    class Handle:
-        def update(self, obj, **k):
-            updates.append(obj)
-
-    def fake_display(obj, **k):
-        shown.append(obj)
-        return Handle() if k.get("display_id") else None
-
-    monkeypatch.setattr("IPython.display.display", fake_display)
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **k: shown.append(obj))
     monkeypatch.setenv("REPROBOOK_STATIC", "0")
 
     def draw(k=2, log=False):
         if k == 5:
             raise ValueError("k=5 is not allowed")
-        return go.Figure(go.Scatter(x=[0, 1], y=[0, k]))
+        fig = go.Figure(go.Scatter(x=[0, 1], y=[0, k]))
+        if log:
+            fig.add_trace(go.Bar(y=[k]))
+        return fig
 
     explore(draw, name="demo", k=(1, 5, 1), log=False)
-    first, ui = shown
-    assert first["application/vnd.plotly.v1+json"]["data"][0]["y"] == [0, 2]  # the default k
-    slider, checkbox, status = ui.children
+    (ui,) = shown
+    figure, slider, checkbox, status = ui.children
+    assert isinstance(figure, go.FigureWidget) and figure.data[0].y == (0, 2)  # the default k
     slider.value = 3
-    assert updates[-1]["application/vnd.plotly.v1+json"]["data"][0]["y"] == [0, 3]
-    assert 'id="rb-fig-demo"' in updates[-1]["text/html"]
+    assert figure.data[0].y == (0, 3) and figure.layout.template.layout.colorway  # styled
     slider.value = 5
-    assert len(updates) == 1 and "k=5 is not allowed" in status.value
+    assert figure.data[0].y == (0, 3) and "k=5 is not allowed" in status.value
     checkbox.value = True
-    assert len(updates) == 1  # k is still 5: still failing, still reported
+    assert figure.data[0].y == (0, 3)  # k is still 5: still failing, still reported
     slider.value = 4
-    assert len(updates) == 2 and status.value == ""
+    assert [t.type for t in figure.data] == ["scatter", "bar"] and status.value == ""
+    with pytest.raises(ValueError, match="figure name"):
+        explore(draw, name="bad name", k=(1, 5, 1))

@@ -6,13 +6,21 @@ claim and control itself (``<claim>.value``, ``.low``, ``.high``, ``.n``, ``.ver
 ``<claim>.<control>.value``...), so prose never types a number a run produced.
 
 Outside a Jupyter kernel (a plain script, a unit test) gluing does nothing.
+
+The output is exactly what ``myst_nb.glue(name, value, display=False)`` writes (the value's display
+bundle under ``application/papermill.record/`` MIME types, with ``scrapbook`` metadata naming it),
+made here rather than by importing myst-nb, whose glue module pulls in Sphinx: seconds that the
+ledger would count as the chapter's compute.
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
-__all__ = ["glue"]
+__all__ = ["glue", "PREFIX"]
+
+#: The MIME prefix under which myst-nb finds glued values (the one its own ``glue`` uses).
+PREFIX = "application/papermill.record/"
 
 
 def _in_kernel() -> bool:
@@ -39,6 +47,9 @@ def glue(name: str, value: Any) -> None:
         raise ValueError(f"glue name {name!r} must be a non-empty string without ':' or '`'")
     if not _in_kernel():
         return
-    from myst_nb import glue as _glue
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display
 
-    _glue(name, _plain(value), display=False)
+    bundle, metadata = format_display_data(_plain(value))
+    metadata = {**metadata, "scrapbook": {"name": name, "mime_prefix": PREFIX}}
+    display({PREFIX + mime: data for mime, data in bundle.items()}, raw=True, metadata=metadata)

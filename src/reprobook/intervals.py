@@ -44,8 +44,11 @@ MAX_STORED_SAMPLES = 2000
 class Estimate:
     """A measured value, its interval and the replicates behind it.
 
-    ``samples`` are the per-replicate values (for a rate, the count of successes is in ``k``);
-    ``unit`` names what one replicate is. Construct through the functions of this module.
+    ``samples`` are the per-replicate values the interval was computed from: one number per
+    replicate, or for a paired statistic (:func:`ratio`, a multi-sample :func:`bootstrap`) one tuple
+    per replicate holding each arm's value, so the interval can be recomputed from the ledger. For a
+    rate the count of successes is in ``k``. ``unit`` names what one replicate is. Construct through
+    the functions of this module.
     """
 
     value: float
@@ -55,7 +58,7 @@ class Estimate:
     method: str
     unit: str
     level: float = 0.95
-    samples: tuple[float, ...] = field(default=(), repr=False)
+    samples: tuple = field(default=(), repr=False)
     k: int | None = None
 
     @property
@@ -89,10 +92,12 @@ class Estimate:
         if self.k is not None:
             out["k"] = self.k
         if len(samples) > MAX_STORED_SAMPLES:
-            out["samples_summary"] = {"count": len(samples), "mean": float(np.mean(samples)),
-                                      "sd": float(np.std(samples, ddof=1))}
+            arr = np.asarray(samples, dtype=np.float64)
+            out["samples_summary"] = {"count": len(samples), "mean": arr.mean(axis=0).tolist(),
+                                      "sd": arr.std(axis=0, ddof=1).tolist()}
         else:
-            out["samples"] = [_round(x) for x in samples]
+            out["samples"] = [[_round(v) for v in x] if isinstance(x, tuple) else _round(x)
+                              for x in samples]
         return out
 
 
@@ -154,8 +159,7 @@ def difference(a: Sequence[float], b: Sequence[float], *, unit: str,
 def ratio(a: Sequence[float], b: Sequence[float], *, unit: str, level: float = 0.95) -> Estimate:
     r"""Ratio of means :math:`\bar a/\bar b` over paired replicates, delta-method t interval.
 
-    The samples stored are the per-replicate ratios :math:`a_i/b_i` (for reading), while the
-    interval is the delta method's for the ratio of means.
+    The samples stored are the pairs :math:`(a_i, b_i)`, from which the interval is recomputed.
     """
     a, b = _samples("a", a), _samples("b", b)
     level, unit = _level(level), _unit(unit)
@@ -169,9 +173,8 @@ def ratio(a: Sequence[float], b: Sequence[float], *, unit: str, level: float = 0
         half = _t(level, a.size) * float((a - r * b).std(ddof=1)) / (math.sqrt(a.size) * b.mean())
     else:
         half = math.inf
-    per = np.divide(a, b, out=np.full_like(a, np.nan), where=b != 0)
     return Estimate(r, r - half, r + half, a.size, "delta-method ratio", unit, level,
-                    tuple(per.tolist()))
+                    tuple(zip(a.tolist(), b.tolist())))
 
 
 def bootstrap(statistic: Callable[..., float], *samples: Sequence[float], unit: str,
@@ -209,9 +212,9 @@ def bootstrap(statistic: Callable[..., float], *samples: Sequence[float], unit: 
                               random_state=np.random.default_rng(np.random.SeedSequence([seed, n])))
         lo, hi, kind = float(res.confidence_interval.low), float(res.confidence_interval.high), \
             "percentile"
-    per = arrays[0] if len(arrays) == 1 else np.array([statistic(*[a[i:i + 1] for a in arrays])
-                                                       for i in range(n)], dtype=np.float64)
-    return Estimate(value, lo, hi, n, f"{kind} bootstrap", unit, level, tuple(per.tolist()))
+    per = tuple(arrays[0].tolist()) if len(arrays) == 1 else \
+        tuple(zip(*(a.tolist() for a in arrays)))
+    return Estimate(value, lo, hi, n, f"{kind} bootstrap", unit, level, per)
 
 
 def rate(successes: int | Sequence[bool], trials: int | None = None, *, unit: str,

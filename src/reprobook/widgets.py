@@ -23,9 +23,12 @@ def explore(fn, name: str = "explore", **controls):
     tuples, lists of options, booleans. Unknown keyword names are an error of ``fn``'s signature.
     Returns ``None`` (so a cell ending in ``explore(...)`` does not show the controls twice).
 
-    The figure is an ordinary display output that each change replaces through its display id.
-    ``ipywidgets.interactive`` would draw into an Output widget instead, and a notebook executed
-    without a frontend (papermill, nbclient) can then wait forever for the cell to finish.
+    The figure is a plotly ``FigureWidget`` whose traces and layout are replaced on each change,
+    so the redraw travels over the widget's own channel and every frontend (JupyterLab, Notebook,
+    VS Code) shows it. Two alternatives fail in practice: ``ipywidgets.interactive`` draws into an
+    Output widget, and a notebook executed without a frontend (papermill) can then wait forever for
+    the cell to finish; replacing a display through its display id from a widget callback is
+    ignored by JupyterLab, which routes display updates only to the cell that asked for them.
     """
     import inspect
 
@@ -41,8 +44,9 @@ def explore(fn, name: str = "explore", **controls):
                          "sweep.*"))
         return None
     import ipywidgets as widgets
+    import plotly.graph_objects as go
 
-    from .plotting import figure_bundle
+    from .plotting import apply_style, figure_bundle
 
     inputs = {}
     for key, abbrev in controls.items():
@@ -58,18 +62,26 @@ def explore(fn, name: str = "explore", **controls):
     def values():
         return {k: w.value for k, w in inputs.items()}
 
-    handle = display(figure_bundle(fn(**values()), name), raw=True, display_id=True)
+    def draw() -> go.Figure:
+        fig = fn(**values())
+        figure_bundle(fig, name)  # the same checks (a Figure, a valid name) as a static figure
+        return apply_style(fig)
+
+    figure = go.FigureWidget(draw())
 
     def redraw(_change=None):
         try:
-            bundle = figure_bundle(fn(**values()), name)
+            new = draw()
         except Exception as exc:  # a bad setting must not kill the controls; say what failed
             status.value = f"<b>{type(exc).__name__}</b>: {exc}"
             return
         status.value = ""
-        handle.update(bundle, raw=True)
+        with figure.batch_update():
+            figure.layout = new.layout
+        figure.data = []
+        figure.add_traces(list(new.data))
 
     for w in inputs.values():
         w.observe(redraw, names="value")
-    display(widgets.VBox([*inputs.values(), status]))
+    display(widgets.VBox([figure, *inputs.values(), status]))
     return None

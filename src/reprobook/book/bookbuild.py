@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -34,8 +35,19 @@ class BookBuildError(RuntimeError):
     pass
 
 
+_GLUE_ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`[^`]+`")
+_GLUE_DIRECTIVE = re.compile(r"^```\{glue(?::[a-z]+)?\}[^\n]*\n(.*?\n)?```", re.M | re.S)
+
+
 def _not_run_note(nb_text: str, profile: str) -> str:
+    """The committed notebook with a warning on top; numbers its prose would glue from a run
+    read "(not run)", since no run glued them."""
     nb = json.loads(nb_text)
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "markdown":
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            src = _GLUE_DIRECTIVE.sub("*(figure not run)*", src)
+            cell["source"] = _GLUE_ROLE.sub("*(not run)*", src)
     note = {"cell_type": "markdown", "metadata": {}, "source": [
         f"```{{warning}}\nThis chapter has not been run at the `{profile}` profile yet, so this "
         f"page shows its code without results. Run `reprobook run {{slug}} --profile {profile}` "
