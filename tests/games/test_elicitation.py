@@ -4,10 +4,13 @@ import itertools
 import numpy as np
 import pytest
 
+import networkx as nx
+
 from reprobook.games.elicitation import (
     bonus_penalty_payment, common_friends_correlations, comparison_joints, deviation_gains,
-    expected_payment, ising_probabilities, ising_states, is_strict_truthful_bne, pair_joint,
-    population_payments, population_world, symmetric_profile_table,
+    expected_payment, forest_correlations, ising_deviation_gains, ising_probabilities, ising_states,
+    is_strict_truthful_bne, network_condition, pair_joint, population_payments, population_world,
+    symmetric_profile_table,
 )
 
 
@@ -118,3 +121,64 @@ def test_profile_table_matches_direct_payments():
         best = max(expected_payment(P_ij, P_ik, d, s, 0.6)
                    for d in itertools.product((0.0, 1.0), repeat=2))
         assert bne == (best <= pay + 1e-12)
+
+
+def test_ising_truthful_bne_iff_uniform_dominance_and_moment_condition():
+    # The chapter's old "ising-condition" claim compared these two computations of the same
+    # conditional probabilities, so it could not fail: it is this unit test now. The mechanism's
+    # gains from enumerated payoffs equal 2 (P[s_j = s | s] - P[s_k = s | s]) from the pair laws,
+    # and (c_ij - c_ik + s (mu_j - mu_k)) / (1 + s mu_i) from the moments.
+    rng = np.random.default_rng(7)
+    n = 8
+    S = ising_states(n)
+    seen = set()
+    for _ in range(6):
+        G = nx.gnp_random_graph(n, 0.35, seed=int(rng.integers(2**31)))
+        J, h = rng.uniform(-1, 1), rng.uniform(-0.8, 0.8)
+        p = ising_probabilities(nx.to_numpy_array(G, nodelist=range(n)), J, h, S)
+        mu = p @ S
+        C = (S * p[:, None]).T @ S
+        for i, j, k in [(0, 1, 2), (3, 5, 7), (6, 2, 4), (1, 7, 3)]:
+            g = ising_deviation_gains(p, S, i, j, k)
+            assert np.allclose(g, deviation_gains(pair_joint(p, S, i, j), pair_joint(p, S, i, k)),
+                               atol=1e-12)
+            sig = np.array([1.0, -1.0])
+            assert np.allclose(g, (C[i, j] - C[i, k] + sig * (mu[j] - mu[k])) / (1 + sig * mu[i]),
+                               atol=1e-12)
+            margin = network_condition(C[i, j], C[i, k], mu[j], mu[k])
+            assert (g.min() > 0) == (margin > 0)
+            seen.add(margin > 0)
+    assert seen == {True, False}                      # both sides of the condition were met
+    with pytest.raises(ValueError, match="three different"):
+        ising_deviation_gains(p, S, 0, 0, 1)
+
+
+def test_ising_deviation_gains_with_a_smaller_stick():
+    A = np.zeros((3, 3))
+    A[0, 1] = A[1, 0] = 1                             # 0 - 1 friends, 2 isolated
+    p = ising_probabilities(A, 0.6, 0.0)
+    S = ising_states(3)
+    g0 = ising_deviation_gains(p, S, 0, 1, 2, penalty=0.0)
+    g1 = ising_deviation_gains(p, S, 0, 1, 2)
+    # node 2 is independent and fair: the stick changes nothing in expectation for a flip
+    assert np.allclose(g0, g1) and np.allclose(g1, np.tanh(0.6))
+
+
+def test_forest_correlations_match_enumeration():
+    rng = np.random.default_rng(11)
+    n = 9
+    S = ising_states(n)
+    for J in (0.7, -0.5, 0.2):
+        T = nx.from_prufer_sequence(rng.integers(0, n, size=n - 2).tolist())
+        T.remove_edge(*list(T.edges)[int(rng.integers(n - 1))])      # a forest of two trees
+        A = nx.to_numpy_array(T, nodelist=range(n))
+        p = ising_probabilities(A, J, 0.0, S)
+        C = (S * p[:, None]).T @ S
+        assert np.allclose(forest_correlations(A, J), C, atol=1e-12)
+    cycle = nx.to_numpy_array(nx.cycle_graph(4))
+    with pytest.raises(ValueError, match="cycle"):
+        forest_correlations(cycle, 0.5)
+    with pytest.raises(ValueError, match="symmetric"):
+        forest_correlations(np.array([[0, 1], [0, 0]]), 0.5)
+    assert network_condition(0.5, 0.2) == pytest.approx(0.3)
+    assert network_condition(0.5, 0.2, 0.3, -0.1) == pytest.approx(-0.1)

@@ -88,3 +88,21 @@ def test_game_with_similarity():
     assert g.similarity() == pytest.approx(0.7)
     with pytest.raises(ValueError, match="similarity"):
         game_with_similarity(rng, 3, 0.0)
+
+
+def test_latecomer_always_secures_a_task():
+    # The paper's "the latecomer can always be cost-effective on at least one task" is true by
+    # construction in this model: B can undercut A on its strongest task at a positive price, and
+    # demand is positive at every price. So it is checked here, not claimed in the chapter.
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        g = random_game(rng, int(rng.integers(1, 7)))
+        qs = np.geomspace(0.01, 100, 40) / g.b
+        br = g.latecomer_best_response(qs)
+        cap = g.captured(br["p"], qs)
+        _, rb = g.revenues(br["p"], qs)
+        assert np.all(cap.sum(axis=-1) >= 1) and np.all(rb > 0)
+        # the one-line proof: pricing at min(1/b, kappa_max q) wins the top task with revenue > 0
+        p1 = np.minimum(1 / g.b, g.kappa.max() * qs)
+        assert np.all(g.captured(p1, qs)[np.arange(qs.size), np.argmax(g.kappa)])
+        assert np.all(g.revenues(p1, qs)[1] > 0)

@@ -36,11 +36,13 @@ import itertools
 
 import numpy as np
 from scipy import special
+from scipy.sparse.csgraph import connected_components, shortest_path
 
 __all__ = [
     "bonus_penalty_payment", "comparison_joints", "expected_payment", "deviation_gains",
     "is_strict_truthful_bne", "symmetric_profile_table", "ising_states", "ising_probabilities",
-    "pair_joint", "common_friends_correlations", "population_world", "population_payments",
+    "pair_joint", "ising_deviation_gains", "forest_correlations", "network_condition",
+    "common_friends_correlations", "population_world", "population_payments",
 ]
 
 SIGNALS = (1, -1)  # index 0 is the signal +1, index 1 the signal -1
@@ -187,6 +189,59 @@ def pair_joint(probs: np.ndarray, states: np.ndarray, u: int, v: int) -> np.ndar
         for b, t in enumerate(SIGNALS):
             out[a, b] = probs[(states[:, u] == s) & (states[:, v] == t)].sum()
     return out
+
+
+def ising_deviation_gains(probs: np.ndarray, states: np.ndarray, i: int, j: int, k: int,
+                          penalty: float = 1.0) -> np.ndarray:
+    """The network mechanism's incentive, from the enumerated law of all signals: agent ``i``'s
+    expected payment ``1[r_i = r_j] - penalty 1[r_i = r_k]`` when it reports its signal, minus when
+    it flips it, for each own signal (``SIGNALS`` order), with the bonus peer ``j`` and the penalty
+    peer ``k`` truthful. Truth-telling is a strict BNE for ``i`` iff both gains are positive."""
+    probs = np.asarray(probs, dtype=float)
+    if probs.ndim != 1 or probs.shape[0] != states.shape[0]:
+        raise ValueError("probs must hold one probability per enumerated state")
+    if len({i, j, k}) != 3:
+        raise ValueError(f"agent and peers must be three different nodes, got {(i, j, k)}")
+    gains = np.empty(2)
+    for a, s in enumerate(SIGNALS):
+        m = states[:, i] == s
+        w = probs[m] / probs[m].sum()
+        sj, sk = states[m, j], states[m, k]
+
+        def pay(r):
+            return np.sum(w * ((sj == r).astype(float) - penalty * (sk == r)))
+
+        gains[a] = pay(s) - pay(-s)
+    return gains
+
+
+def forest_correlations(adjacency, J: float) -> np.ndarray:
+    r"""All pairwise correlations :math:`E[s_us_v]` of a zero-field Ising model on a *forest*, in
+    closed form from the graph alone: :math:`\tanh(J)^{d(u,v)}` with :math:`d` the graph distance,
+    and 0 between different trees. (On a tree the spins along a path are a Markov chain in which
+    each edge keeps the sign with probability :math:`(1+\tanh J)/2`, independently.)"""
+    A = np.asarray(adjacency, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or not np.allclose(A, A.T) \
+            or not np.all(np.isin(A, (0.0, 1.0))) or np.any(np.diag(A) != 0):
+        raise ValueError("adjacency must be a symmetric 0/1 matrix with an empty diagonal")
+    n = A.shape[0]
+    n_comp, _ = connected_components(A, directed=False)
+    if int(np.triu(A).sum()) != n - n_comp:
+        raise ValueError("the graph has a cycle: the closed form holds on forests only")
+    D = shortest_path(A, directed=False, unweighted=True)
+    finite = np.isfinite(D)
+    return np.where(finite, np.tanh(J) ** np.where(finite, D, 0.0), 0.0)
+
+
+def network_condition(c_ij: float, c_ik: float, mu_j: float = 0.0, mu_k: float = 0.0) -> float:
+    r"""The uniform-dominance condition in terms of the signals' moments: truth-telling is a strict
+    BNE of the bonus-penalty payment (bonus peer ``j``, penalty peer ``k``, both truthful) iff
+
+    .. math::  E[s_is_j] - E[s_is_k] > |E[s_j] - E[s_k]| ,
+
+    since agent ``i`` with signal ``s`` gains :math:`(c_{ij}-c_{ik}+s(\mu_j-\mu_k))/(1+s\mu_i)` by
+    telling the truth. Returns the margin (left minus right side): positive iff truthful."""
+    return float((c_ij - c_ik) - abs(mu_j - mu_k))
 
 
 def common_friends_correlations(m: int, J: float, h: float = 0.0) -> tuple[float, float]:
