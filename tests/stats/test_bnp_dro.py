@@ -120,3 +120,50 @@ def test_sparse_regression_shapes():
     assert Xtr.shape == (20, 6) and Xte.shape == (30, 6) and th.sum() == 2
     with pytest.raises(ValueError, match="rho"):
         sparse_regression(20, 30, 6, 2, 1.0, 0.5, rng(0, 0))
+
+
+def test_sigma_points_match_the_gaussian_moments_to_order_three():
+    from reprobook.stats.bnp_dro import sigma_points
+
+    P = sigma_points(5)
+    assert P.shape == (10, 5)
+    np.testing.assert_allclose(P.mean(0), 0.0, atol=1e-15)
+    np.testing.assert_allclose(P.T @ P / len(P), np.eye(5), atol=1e-14)
+    np.testing.assert_allclose(np.einsum("ni,nj,nk->ijk", P, P, P), 0.0, atol=1e-12)
+    # a different radius scales the covariance by radius^2 / dim
+    np.testing.assert_allclose(sigma_points(5, 1.0).T @ sigma_points(5, 1.0) / 10, np.eye(5) / 5)
+    with pytest.raises(ValueError, match="dim"):
+        sigma_points(0)
+
+
+def test_weighted_lstsq_solves_the_weighted_normal_equations():
+    from reprobook.stats.bnp_dro import weighted_lstsq
+
+    g = rng(5, 0)
+    Z = g.normal(size=(30, 4))
+    w = g.uniform(0.1, 3.0, 30)
+    X, y = Z[:, 1:], Z[:, 0]
+    np.testing.assert_allclose(weighted_lstsq(Z, w),
+                               np.linalg.solve(X.T @ (w[:, None] * X), X.T @ (w * y)), atol=1e-12)
+    # squaring the weights (rows scaled by w, not sqrt(w)) gives another answer
+    assert np.max(np.abs(weighted_lstsq(Z, w**2) - weighted_lstsq(Z, w))) > 1e-3
+    with pytest.raises(ValueError, match="weights"):
+        weighted_lstsq(Z, w[:-1])
+
+
+def test_weighted_lad_matches_sklearn_with_sample_weights():
+    from sklearn.linear_model import QuantileRegressor
+
+    from reprobook.stats.bnp_dro import weighted_lad
+
+    g = rng(6, 0)
+    X = g.normal(size=(40, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + g.standard_t(2, 40)
+    w = g.uniform(0.2, 2.0, 40)
+    ours = weighted_lad(np.column_stack([y, X]), w)
+    sk = QuantileRegressor(quantile=0.5, alpha=0.0, fit_intercept=False,
+                           solver="highs").fit(X, y, sample_weight=w).coef_
+    obj = lambda th: np.sum(w * np.abs(y - X @ th))
+    assert obj(ours) == pytest.approx(obj(sk), rel=1e-9)
+    with pytest.raises(ValueError, match="weights"):
+        weighted_lad(np.column_stack([y, X]), -w)

@@ -49,9 +49,9 @@ from ..threads import single_threaded_blas
 
 __all__ = ["phi", "phi_inv", "phi_prime", "MCSample", "draw_mc", "gaussian_base",
            "augment", "mc_losses", "mc_criterion", "minimize_mc_squared", "sgd_paper", "ridge",
-           "neutral_criterion_squared", "neutral_minimizer_squared", "lad_base", "lad_lasso",
-           "neutral_criterion_absolute", "minimize_neutral_absolute", "dp_risk_variance",
-           "sparse_regression"]
+           "neutral_criterion_squared", "sigma_points", "weighted_lstsq",
+           "neutral_minimizer_squared", "lad_base", "lad_lasso", "neutral_criterion_absolute",
+           "weighted_lad", "minimize_neutral_absolute", "dp_risk_variance", "sparse_regression"]
 
 
 # ----------------------------------------------------------------------------- utility phi
@@ -282,20 +282,36 @@ def neutral_criterion_squared(theta, X, y, alpha: float) -> float:
     return float((alpha * (1 + theta @ theta) + np.sum((y - X @ theta) ** 2)) / (alpha + n))
 
 
+def sigma_points(dim: int, radius: float | None = None) -> np.ndarray:
+    """The ``2 dim`` points :math:`\\pm r e_k` (rows) that, with equal weights, represent
+    :math:`N(0, I_{dim})`: with :math:`r = \\sqrt{dim}` (the default) they match its moments up to
+    order three, so the expectation of any quadratic is exact."""
+    dim = _positive_int("dim", dim)
+    r = np.sqrt(dim) if radius is None else float(radius)
+    return r * np.concatenate([np.eye(dim), -np.eye(dim)])
+
+
+def weighted_lstsq(Z, weights) -> np.ndarray:
+    """Minimise :math:`\\sum_i \\omega_i (z_{i0} - z_{i,1:}^\\top\\theta)^2` over rows ``Z``
+    (first column the response) by a QR-based least-squares solve of the rows scaled by
+    :math:`\\sqrt{\\omega_i}`."""
+    Z, w = np.asarray(Z, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    if w.shape != (Z.shape[0],) or np.any(w < 0):
+        raise ValueError(f"weights must be {Z.shape[0]} non-negative numbers, got shape {w.shape}")
+    sw = np.sqrt(w)[:, None]
+    sol, *_ = np.linalg.lstsq(sw * Z[:, 1:], sw[:, 0] * Z[:, 0], rcond=None)
+    return sol
+
+
 def neutral_minimizer_squared(X, y, alpha: float) -> np.ndarray:
-    """Minimise :math:`V_\\infty` *without* the closed form: represent :math:`p_0 = N(0, I_D)` by the
-    :math:`2D` sigma points :math:`\\pm\\sqrt D e_k` (they match its moments up to order three, so
-    the expectation of a quadratic loss is exact), and solve the weighted least-squares problem
-    on data plus sigma points by a QR-based least-squares solve."""
+    """Minimise :math:`V_\\infty` *without* the closed form: represent :math:`p_0 = N(0, I_D)` by
+    its :func:`sigma_points` (weight :math:`\\alpha/(2D)` each, the data weight 1) and solve the
+    weighted least-squares problem on data plus sigma points (:func:`weighted_lstsq`)."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     n, d = X.shape
     D = d + 1
-    pts = np.sqrt(D) * np.concatenate([np.eye(D), -np.eye(D)])     # rows (y, x)
-    wts = np.concatenate([np.ones(n), np.full(2 * D, alpha / (2 * D))])
-    Z = np.concatenate([np.column_stack([y, X]), pts])
-    sw = np.sqrt(wts)[:, None]
-    sol, *_ = np.linalg.lstsq(sw * Z[:, 1:], sw[:, 0] * Z[:, 0], rcond=None)
-    return sol
+    Z = np.concatenate([np.column_stack([y, X]), sigma_points(D)])   # rows (y, x)
+    return weighted_lstsq(Z, np.concatenate([np.ones(n), np.full(2 * D, alpha / (2 * D))]))
 
 
 def lad_base(d: int, c: float = 1.0) -> np.ndarray:
@@ -330,21 +346,18 @@ def dp_risk_variance(h_data, h_base_mean: float, h_base_sq_mean: float, alpha: f
     return float((m2 - m1 ** 2) / (alpha + n + 1))
 
 
-def minimize_neutral_absolute(X, y, alpha: float, c: float = 1.0) -> np.ndarray:
-    """Minimise :math:`V_\\infty` for the absolute loss as a *weighted least-absolute-deviations*
-    problem over the data (weight 1) and the base measure's support points (weight
-    :math:`\\alpha/(2d)` each), with no explicit penalty, by linear programming (HiGHS):
-    minimise :math:`\\sum_i \\omega_i u_i` subject to :math:`-u \\le y - Z\\theta \\le u`."""
+def weighted_lad(Z, weights) -> np.ndarray:
+    """Minimise :math:`\\sum_i \\omega_i |z_{i0} - z_{i,1:}^\\top\\theta|` over rows ``Z`` (first
+    column the response) by linear programming (HiGHS): minimise :math:`\\sum_i \\omega_i u_i`
+    subject to :math:`-u \\le y - Z\\theta \\le u`."""
     from scipy.optimize import linprog
 
-    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    n, d = X.shape
-    base = lad_base(d, c)
-    Zx = np.concatenate([X, base[:, 1:]])
-    zy = np.concatenate([y, base[:, 0]])
-    wts = np.concatenate([np.ones(n), np.full(2 * d, alpha / (2 * d))])
-    N = Zx.shape[0]
-    cost = np.concatenate([np.zeros(d), wts])
+    Z, w = np.asarray(Z, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    if w.shape != (Z.shape[0],) or np.any(w < 0):
+        raise ValueError(f"weights must be {Z.shape[0]} non-negative numbers, got shape {w.shape}")
+    zy, Zx = Z[:, 0], Z[:, 1:]
+    N, d = Zx.shape
+    cost = np.concatenate([np.zeros(d), w])
     eye = np.eye(N)
     A_ub = np.block([[-Zx, -eye], [Zx, -eye]])      # y - Z th <= u  and  Z th - y <= u
     b_ub = np.concatenate([-zy, zy])
@@ -353,6 +366,16 @@ def minimize_neutral_absolute(X, y, alpha: float, c: float = 1.0) -> np.ndarray:
     if not res.success:  # pragma: no cover
         raise RuntimeError(f"linear program failed: {res.message}")
     return res.x[:d]
+
+
+def minimize_neutral_absolute(X, y, alpha: float, c: float = 1.0) -> np.ndarray:
+    """Minimise :math:`V_\\infty` for the absolute loss as a *weighted least-absolute-deviations*
+    problem (:func:`weighted_lad`) over the data (weight 1) and the base measure's support points
+    (weight :math:`\\alpha/(2d)` each), with no explicit penalty."""
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    n, d = X.shape
+    Z = np.concatenate([np.column_stack([y, X]), lad_base(d, c)])
+    return weighted_lad(Z, np.concatenate([np.ones(n), np.full(2 * d, alpha / (2 * d))]))
 
 
 def sparse_regression(n: int, n_test: int, d: int, n_active: int, rho: float, noise_sd: float,
