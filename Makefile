@@ -23,8 +23,9 @@ book: $(VENV)/.installed
 ## make test: unit tests, every chapter at smoke with expected verdicts, nbval, book, browser, Dask
 test: $(VENV)/.installed unit chapters nbval html e2e
 
+# Both cores: pytest-xdist; nbval keeps each notebook on one worker (its cells run in order).
 unit: $(VENV)/.installed
-	TRITON_INTERPRET=1 $(PY) -m pytest tests -m "not e2e" -q -p no:cacheprovider
+	TRITON_INTERPRET=1 $(PY) -m pytest tests -m "not e2e" -q -p no:cacheprovider -n $(JOBS)
 
 chapters: $(VENV)/.installed
 	$(RB) toc --check
@@ -32,7 +33,7 @@ chapters: $(VENV)/.installed
 
 nbval: $(VENV)/.installed
 	REPROBOOK_STATIC=1 $(PY) -m pytest --nbval-lax runs/smoke -q -p no:cacheprovider \
-	    --nbval-cell-timeout=600
+	    --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile
 
 html: $(VENV)/.installed
 	$(RB) book --profile smoke --quiet

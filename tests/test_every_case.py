@@ -1,10 +1,10 @@
-"""Unit tests of reprobook.stats.every_case."""
+"""Unit tests of reprobook.every_case."""
 import numpy as np
 import pytest
 
 from reprobook import at_most, between, intervals
 from reprobook.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
-from reprobook.stats.every_case import case_verdict, deciding_case
+from reprobook.every_case import case_verdict, deciding_case
 
 
 def est(centre, half=0.1, n=5):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..claims import INCONCLUSIVE, NOT_REPRODUCED, Criterion
-from ..intervals import Estimate
+from .claims import INCONCLUSIVE, NOT_REPRODUCED, Criterion
+from .intervals import Estimate
 
 __all__ = ["case_verdict", "deciding_case"]
 
