@@ -48,7 +48,7 @@ def _not_run_note(nb_text: str, profile: str) -> str:
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             src = _GLUE_DIRECTIVE.sub("*(figure not run)*", src)
             cell["source"] = _GLUE_ROLE.sub("*(not run)*", src)
-    note = {"cell_type": "markdown", "metadata": {}, "source": [
+    note = {"cell_type": "markdown", "id": "rb-not-run", "metadata": {}, "source": [
         f"```{{warning}}\nThis chapter has not been run at the `{profile}` profile yet, so this "
         f"page shows its code without results. Run `reprobook run {{slug}} --profile {profile}` "
         "and rebuild the book.\n```"]}
@@ -71,7 +71,8 @@ def _published_cell(pub, profile: str) -> dict:
     lines.append(ledger_html(ledger_rows(d["claims"]),
                              f"Published ledger: {html.escape(d['chapter'])} (profile "
                              f"<code>{profile}</code>)"))
-    return {"cell_type": "markdown", "metadata": {}, "source": "\n".join(lines)}
+    return {"cell_type": "markdown", "id": f"rb-published-{profile}", "metadata": {},
+            "source": "\n".join(lines)}
 
 
 def _with_published(nb_text: str, pub, profile: str) -> str:

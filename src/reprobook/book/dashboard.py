@@ -135,8 +135,9 @@ def _matrix(chapters: dict[str, Chapter], results: dict) -> list[str]:
     rows = ['<div class="rb-matrix" role="img" aria-label="verdict of every claim, smoke and cpu">',
             '<div class="rb-matrix-head"><span></span><span>smoke (CI)</span>'
             '<span>cpu (published)</span></div>']
+    order = {part.id: i for i, part in enumerate(parts())}
     current = None
-    for p in papers():
+    for p in sorted(papers(), key=lambda p: (order[p.part], p.number)):
         if p.part != current:
             current = p.part
             rows.append(f'<div class="rb-matrix-part">{html.escape(titles[p.part])}</div>')
