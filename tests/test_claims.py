@@ -77,14 +77,18 @@ def test_controls_are_judged_by_the_claims_criterion_and_must_flip(tmp_path):
     assert len(problems) == 2 and "'narrower'" in problems[0] and "no control" in problems[0]
     # a control that does not flip does not count
     assert led.control("narrower", "self", est(0.7, 0.8), what="compared with itself") == REPRODUCED
-    assert "all give 'reproduced'" in led.problems()[0]
+    assert "none of its 1 control(s)" in led.problems()[0]
+    # an exact tie (zero-width interval) is inconclusive by degeneracy: it does not count either
+    assert led.control("narrower", "tie", intervals.mean([1.0] * 5, unit="seed"),
+                       what="the baseline in the method's place, an exact tie") == INCONCLUSIVE
+    assert "none of its 2 control(s)" in led.problems()[0]
     assert led.control("narrower", "baseline", est(0.98, 1.02), what="PPI++ swapped in") \
         == NOT_REPRODUCED
     assert led.control("exact", "sign", 0.3, what="sign flipped in the method") == NOT_REPRODUCED
     assert led.problems() == []
     row = led.claims["narrower"].to_json()
-    assert [c["name"] for c in row["controls"]] == ["self", "baseline"]
-    assert row["controls"][1]["estimate"]["n"] == 5
+    assert [c["name"] for c in row["controls"]] == ["self", "tie", "baseline"]
+    assert row["controls"][2]["estimate"]["n"] == 5
     with pytest.raises(ValueError, match="already has a control"):
         led.control("exact", "sign", 0.3, what="again")
     with pytest.raises(ValueError, match="say what was broken"):

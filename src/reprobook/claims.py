@@ -260,7 +260,9 @@ def rule_problems(claims: list[dict]) -> list[str]:
     """The book's rules a ledger's claims (as saved in JSON) break, one sentence each.
 
     Every judged claim must have a control whose verdict differs from its own, or a recorded
-    reason why no control is possible; a declared claim must be recorded.
+    reason why no control is possible; a declared claim must be recorded. A control counts only if
+    its verdict comes from the criterion: one that is inconclusive because of too few replicates or
+    a degenerate interval (a broken method that ties the baseline exactly) does not.
     """
     out = []
     for c in claims:
@@ -269,9 +271,11 @@ def rule_problems(claims: list[dict]) -> list[str]:
             out.append(f"claim {c['id']!r} was declared but never recorded")
         elif v in JUDGED and not c.get("no_control"):
             controls = c.get("controls") or []
-            if not any(k.get("verdict") != v for k in controls):
-                got = (f"its {len(controls)} control(s) all give {v!r}" if controls
-                       else "it has no control")
+            # a control flips only on its own evidence: one made inconclusive by too few
+            # replicates or a degenerate interval (an exact tie, say) shows nothing
+            if not any(k.get("verdict") != v and not k.get("why") for k in controls):
+                got = (f"none of its {len(controls)} control(s) reaches a different verdict on "
+                       "its own evidence" if controls else "it has no control")
                 out.append(f"claim {c['id']!r} ({v}): {got}. Record a control on a broken method "
                            "whose verdict differs (ledger.control), or say why none is possible "
                            "(ledger.no_control)")

@@ -23,6 +23,7 @@ The methods, each for the situation it is right for:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -200,18 +201,24 @@ def bootstrap(statistic: Callable[..., float], *samples: Sequence[float], unit: 
     if kind is None:
         raise ValueError(f"bootstrap method must be 'BCa' or 'percentile', got {method!r}")
     value = float(statistic(*arrays))
-    res = stats.bootstrap(arrays, lambda *xs: statistic(*xs), paired=True, vectorized=False,
-                          confidence_level=level, n_resamples=n_resamples, method=kind,
-                          random_state=np.random.default_rng(np.random.SeedSequence([seed, n])))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    def run(how):
+        with warnings.catch_warnings():
+            # scipy warns when BCa's jackknife is degenerate (a min, a constant statistic); the
+            # non-finite interval it then returns is caught below and the method named
+            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore", getattr(stats, "DegenerateDataWarning", RuntimeWarning))
+            res = stats.bootstrap(arrays, lambda *xs: statistic(*xs), paired=True,
+                                  vectorized=False, confidence_level=level,
+                                  n_resamples=n_resamples, method=how,
+                                  random_state=np.random.default_rng(np.random.SeedSequence([seed,
+                                                                                             n])))
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    lo, hi = run(kind)
     if not (math.isfinite(lo) and math.isfinite(hi)) and kind == "BCa":
-        # BCa needs a non-constant jackknife; fall back to percentile and say so
-        res = stats.bootstrap(arrays, lambda *xs: statistic(*xs), paired=True,
-                              vectorized=False, confidence_level=level, n_resamples=n_resamples,
-                              method="percentile",
-                              random_state=np.random.default_rng(np.random.SeedSequence([seed, n])))
-        lo, hi, kind = float(res.confidence_interval.low), float(res.confidence_interval.high), \
-            "percentile"
+        lo, hi = run("percentile")  # BCa needs a non-constant jackknife: fall back, say so
+        kind = "percentile (BCa undefined)"
     per = tuple(arrays[0].tolist()) if len(arrays) == 1 else \
         tuple(zip(*(a.tolist() for a in arrays)))
     return Estimate(value, lo, hi, n, f"{kind} bootstrap", unit, level, per)
