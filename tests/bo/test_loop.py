@@ -21,6 +21,8 @@ def test_one_step_fields_and_determinism():
         assert 0 <= a[k]["ei"] <= a["ei_max"] + 1e-12
     assert a["exact"]["err"] == 0.0
     assert len(a["bound_gaps"]) == 3 * 5 and max(a["bound_gaps"]) <= 0
+    assert list(a["bound_gaps_by"]) == ["svgp", "eulbo", "x-only"] and len(a["bound_xs"]) == 5
+    assert sum(a["bound_gaps_by"].values(), []) == a["bound_gaps"]
 
 
 @pytest.mark.parametrize("method", ["svgp", "eulbo", "exact"])

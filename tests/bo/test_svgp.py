@@ -79,3 +79,27 @@ def test_bad_input():
         fit_svgp(m, X, y, steps=-1)
     with pytest.raises(ValueError, match="lr"):
         fit_svgp(m, X, y, steps=1, lr=0.0)
+
+
+def test_optimal_variational_is_the_elbo_maximiser_and_exact_at_full_rank():
+    from reprobook.bo.svgp import optimal_variational_
+    X, y = _data(n=12)
+    # Z = X: the optimum is the exact posterior under the same prior
+    m = SVGP(X.clone(), lengthscale=0.4, noise=0.05)
+    optimal_variational_(m, X, y)
+    ex = ExactGP(X, y, lengthscale=0.4, noise=0.05)
+    Xs = torch.rand(20, 2, dtype=D, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        mq, vq = m.predict(Xs)
+        me, ve = ex.predict(Xs)
+        assert (mq - me).abs().max() < 1e-5 and (vq - ve).abs().max() < 1e-5
+    # a few inducing points: no q with the same Z and prior has a higher ELBO
+    m = make_svgp(X, 4, seed=0)
+    optimal_variational_(m, X, y)
+    best = m.elbo(X, y).item()
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        with torch.no_grad():
+            m.var_mean.add_(0.05 * torch.randn(4, generator=g, dtype=D))
+        assert m.elbo(X, y).item() < best
+        optimal_variational_(m, X, y)

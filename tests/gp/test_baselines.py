@@ -29,3 +29,21 @@ def test_bad_input(fit):
         fit(X, y, n_inducing=0, steps=1)
     with pytest.raises(ValueError, match="X must be"):
         fit(X, y[:-1], n_inducing=4, steps=1)
+
+
+def test_svgp_objective_is_what_fit_svgp_trains():
+    from reprobook.gp.baselines import svgp_objective
+    X, y = _data()
+    loss, params, model, lik = svgp_objective(X, y, n_inducing=8)
+    first = loss()
+    assert first.dim() == 0 and torch.isfinite(first)
+    first.backward()
+    assert all(p.grad is not None for p in params if p.requires_grad)
+    opt = torch.optim.Adam(params, lr=0.05)
+    for _ in range(10):
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    assert loss() < first
+    with pytest.raises(ValueError, match="n_inducing"):
+        svgp_objective(X, y, n_inducing=0)

@@ -108,3 +108,19 @@ def test_shape_errors():
         cagp_posterior(X, y, Xs, hyp, torch.eye(60, dtype=D), planted_bug="nope")
     with pytest.raises(ValueError, match="X must be a 2-D"):
         exact_log_evidence(X[:, 0], y, hyp)
+
+
+def test_planted_elbo_bug_breaks_the_bound():
+    # without the KL term the loss at S = I is E_q[log p(y|f)] = log p(y) + KL(q || prior) > log p(y)
+    X, y, _, g = _data()
+    hyp = _hyp(0)
+    nle = -exact_log_evidence(X, y, hyp)
+    S = torch.eye(60, dtype=D)
+    assert -cagp_elbo(X, y, hyp, S, planted_bug="elbo_without_kl") < nle - 1e-3
+    assert abs(-cagp_elbo(X, y, hyp, S) - nle) < 1e-8
+    # the bug lives in the loss only: the posterior is the correct one
+    m0, v0 = cagp_posterior(X, y, X, hyp, S)
+    m1, v1 = cagp_posterior(X, y, X, hyp, S, planted_bug="elbo_without_kl")
+    assert torch.equal(m0, m1) and torch.equal(v0, v1)
+    with pytest.raises(ValueError, match="planted_bug"):
+        cagp_elbo(X, y, hyp, S, planted_bug="nope")

@@ -59,7 +59,8 @@ def one_step(problem: UnitCubeProblem, n: int, n_inducing: int, seed: int, *, sv
     the exact GP's ``mean_exact``/``sd_exact`` there, the local error ``err`` and ``ei`` (exact-GP
     EI at the query, standardised units); ``ei_max`` is the best exact-GP EI found. With
     ``bound_points > 0``, ``bound_gaps`` lists :func:`eulbo_bound_gap` at each method's query and
-    at that many random points, for the fitted SVGP and every variant's model.
+    at that many random points (``bound_xs``), for the fitted SVGP and every variant's model;
+    ``bound_gaps_by`` holds the same values per model name.
     """
     if not isinstance(n_inducing, int) or not 1 <= n_inducing <= n:
         raise ValueError(f"n_inducing must be an int in [1, n={n}], got {n_inducing!r}")
@@ -101,9 +102,12 @@ def one_step(problem: UnitCubeProblem, n: int, n_inducing: int, seed: int, *, sv
     if bound_points:
         g = torch.Generator().manual_seed(seed)
         pts = [x for _, x in models.values()] + list(torch.rand(bound_points, problem.dim, generator=g, dtype=DTYPE))
-        out["bound_gaps"] = [eulbo_bound_gap(m, X, y, x, best,
-                                             planted_bug=variants.get(name, {}).get("planted_bug"))
-                             for name, (m, _) in models.items() if name != "exact" for x in pts]
+        out["bound_xs"] = pts
+        out["bound_gaps_by"] = {name: [eulbo_bound_gap(m, X, y, x, best,
+                                                       planted_bug=variants.get(name, {}).get("planted_bug"))
+                                       for x in pts]
+                                for name, (m, _) in models.items() if name != "exact"}
+        out["bound_gaps"] = [g for gaps in out["bound_gaps_by"].values() for g in gaps]
     return out
 
 

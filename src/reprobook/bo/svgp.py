@@ -37,7 +37,8 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["GPPrior", "SVGP", "make_svgp", "fit_svgp", "svgp_posterior", "check_data", "JITTER"]
+__all__ = ["GPPrior", "SVGP", "make_svgp", "fit_svgp", "optimal_variational_", "svgp_posterior",
+           "check_data", "JITTER"]
 
 DTYPE = torch.float64
 JITTER = 1e-6
@@ -203,6 +204,25 @@ def fit_svgp(model: SVGP, X: torch.Tensor, y: torch.Tensor, steps: int = 300, lr
         opt.step()
         hist.append(loss.item())
     return hist
+
+
+def optimal_variational_(model: SVGP, X: torch.Tensor, y: torch.Tensor) -> SVGP:
+    r"""Set ``q(v)`` (in place) to the ELBO's maximiser for the model's current ``Z`` and prior.
+
+    With :math:`A = L_Z^{-1}K_{ZX}` and the whitened :math:`f_X = c + A^\top v`, the optimum is
+    :math:`S = \Lambda^{-1}`, :math:`m = \Lambda^{-1}A(y - c)/\sigma^2` with
+    :math:`\Lambda = I + AA^\top/\sigma^2` (Titsias, 2009). With ``Z = X`` the predictive is the exact
+    GP's (up to the jitter on :math:`K_{ZZ}`). Returns ``model``.
+    """
+    check_data(X, y)
+    with torch.no_grad():
+        A = model._proj(X)                                   # (M, n)
+        s2 = model.prior.noise
+        lam = torch.eye(A.shape[0], dtype=DTYPE) + A @ A.T / s2
+        L = torch.linalg.cholesky(lam)
+        model.var_mean.copy_(torch.cholesky_solve((A @ (y - model.prior.constant))[:, None] / s2, L)[:, 0])
+        model.var_chol.copy_(torch.linalg.cholesky(torch.cholesky_inverse(L)))
+    return model
 
 
 def svgp_posterior(model: SVGP, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gpytorch
 import torch
 
-__all__ = ["fit_sgpr", "fit_svgp"]
+__all__ = ["fit_sgpr", "fit_svgp", "svgp_objective"]
 
 
 def _init_kernel(d: int, lengthscale: float, outputscale: float):
@@ -86,19 +86,31 @@ class _SVGP(gpytorch.models.ApproximateGP):
         return gpytorch.distributions.MultivariateNormal(self.mean(x), self.cov(x))
 
 
-def fit_svgp(X, y, n_inducing: int, steps: int = 100, lr: float = 0.05, lengthscale: float = 0.3,
-             outputscale: float = 1.0, noise: float = 0.1):
-    """Train SVGP (full-batch ELBO); returns ``predict(Xs) -> (mean, latent var, noise)``."""
+def svgp_objective(X, y, n_inducing: int, lengthscale: float = 0.3, outputscale: float = 1.0,
+                   noise: float = 0.1):
+    """An untrained SVGP set up as in :func:`fit_svgp`; returns ``(loss, params, model, lik)``.
+
+    ``loss()`` is the full-batch negative ELBO (per datum, as gpytorch's ``VariationalELBO``) and
+    ``params`` what Adam trains. Useful on its own to count the cost of one training step.
+    """
     _check(X, y)
     lik = gpytorch.likelihoods.GaussianLikelihood().double()
     lik.noise = torch.tensor(noise, dtype=torch.float64)
     model = _SVGP(_inducing_init(X, n_inducing), lengthscale, outputscale).double()
     model.train(), lik.train()
     elbo = gpytorch.mlls.VariationalELBO(lik, model, num_data=X.shape[0])
-    opt = torch.optim.Adam(list(model.parameters()) + list(lik.parameters()), lr=lr)
+    params = list(model.parameters()) + list(lik.parameters())
+    return (lambda: -elbo(model(X), y)), params, model, lik
+
+
+def fit_svgp(X, y, n_inducing: int, steps: int = 100, lr: float = 0.05, lengthscale: float = 0.3,
+             outputscale: float = 1.0, noise: float = 0.1):
+    """Train SVGP (full-batch ELBO); returns ``predict(Xs) -> (mean, latent var, noise)``."""
+    loss_fn, params, model, lik = svgp_objective(X, y, n_inducing, lengthscale, outputscale, noise)
+    opt = torch.optim.Adam(params, lr=lr)
     for _ in range(steps):
         opt.zero_grad()
-        loss = -elbo(model(X), y)
+        loss = loss_fn()
         loss.backward()
         opt.step()
     model.eval(), lik.eval()
@@ -108,4 +120,3 @@ def fit_svgp(X, y, n_inducing: int, steps: int = 100, lr: float = 0.05, lengthsc
             f = model(Xs)
             return f.mean, f.variance, lik.noise.item()
     return predict
-

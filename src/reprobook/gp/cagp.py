@@ -66,8 +66,10 @@ __all__ = ["Hyper", "rbf", "BlockSparseActions", "kernel_actions", "exact_poster
            "gaussian_nll", "PLANTED_BUGS"]
 
 DTYPE = torch.float64
-#: Deliberate errors a chapter can switch on to check that its claims can fail.
-PLANTED_BUGS = (None, "gram_without_noise")
+#: Deliberate errors a chapter can switch on to check that its claims can fail:
+#: ``"gram_without_noise"`` builds :math:`G = S^\top K S` (posterior and loss), ``"elbo_without_kl"``
+#: drops the KL term from the training loss (the posterior is unaffected).
+PLANTED_BUGS = (None, "gram_without_noise", "elbo_without_kl")
 
 
 @dataclass
@@ -257,11 +259,16 @@ def cagp_posterior(X, y, Xs, hyp: Hyper, S, planted_bug: str | None = None):
     return KsS @ v, var
 
 
-def cagp_elbo(X, y, hyp: Hyper, S) -> torch.Tensor:
-    """The CaGP ELBO (see module docstring); ``-cagp_elbo`` is the training loss, ≥ -log p(y)."""
+def cagp_elbo(X, y, hyp: Hyper, S, planted_bug: str | None = None) -> torch.Tensor:
+    """The CaGP ELBO (see module docstring); ``-cagp_elbo`` is the training loss, ≥ -log p(y).
+
+    ``planted_bug`` (see :data:`PLANTED_BUGS`) breaks the loss on purpose, so that a chapter can
+    show its bound check fails on a wrong method: ``"elbo_without_kl"`` returns the expected
+    log-likelihood alone, ``"gram_without_noise"`` forgets the noise in :math:`G`.
+    """
     _check_xy(X, y)
     n = X.shape[0]
-    KS, StKS, L = _gram(X, S, hyp, None)
+    KS, StKS, L = _gram(X, S, hyp, planted_bug)
     i = StKS.shape[0]
     s2 = hyp.noise
     v = torch.cholesky_solve(_apply_st(S, y)[:, None], L)[:, 0]
@@ -273,6 +280,8 @@ def cagp_elbo(X, y, hyp: Hyper, S) -> torch.Tensor:
     logdet_sts = torch.linalg.slogdet(_sts(S))[1]
     tr_GinvStKS = torch.diagonal(torch.cholesky_solve(StKS, L)).sum()
     kl = 0.5 * (v @ StKS @ v - tr_GinvStKS + logdet_G - i * torch.log(s2) - logdet_sts)
+    if planted_bug == "elbo_without_kl":
+        return exp_ll
     return exp_ll - kl
 
 
