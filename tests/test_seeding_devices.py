@@ -63,3 +63,17 @@ def test_torch_imported_after_seeding_gets_the_same_numbers():
     before = _fresh("import torch; from reprobook import seed_everything; seed_everything(3); "
                     "print(torch.rand(3).tolist(), torch.are_deterministic_algorithms_enabled())")
     assert later == before and later.endswith("True")
+
+
+def test_seeding_torch_does_not_load_the_compiler_or_triton():
+    """Deterministic algorithms on, without importing torch._inductor (seconds) or Triton (which
+    must not load before a chapter chooses Triton's CPU interpreter)."""
+    import subprocess
+    import sys
+    code = ("import sys, torch; from reprobook import seed_everything; seed_everything(3); "
+            "assert torch.are_deterministic_algorithms_enabled(); "
+            "assert torch.is_deterministic_algorithms_warn_only_enabled(); "
+            "bad = [m for m in ('torch._inductor', 'triton') if m in sys.modules]; "
+            "assert not bad, bad")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

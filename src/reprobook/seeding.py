@@ -51,9 +51,24 @@ def _seed_torch(torch, seed: int, deterministic: bool) -> None:
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
     if deterministic:
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        _deterministic_algorithms(torch)
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
+
+
+def _deterministic_algorithms(torch) -> None:
+    """``torch.use_deterministic_algorithms(True, warn_only=True)`` without its first line, which
+    imports ``torch._inductor`` (seconds, and Triton with it, before a chapter could switch on the
+    Triton interpreter) only to set a flag of ``torch.compile``. The compiler's flag is set when it
+    is already loaded; a chapter that compiles imports it before calling :func:`seed_everything`."""
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:  # pragma: no cover - a torch without the private setter
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        return
+    setter(True, warn_only=True)
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.deterministic = True
 
 
 class _SeedTorchOnImport(importlib.abc.MetaPathFinder):
