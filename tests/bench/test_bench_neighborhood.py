@@ -57,8 +57,8 @@ def test_timing_rounds_interleaves_and_repeats_short_calls():
     syncs = []
     t = timing_rounds({"a": lambda: calls.append("a")}, 2, sync=lambda: syncs.append(1),
                       min_time=0.5)
-    n = (len(calls) - 1) // 2                  # calls per round after the warm-up
-    assert n > 1 and len(calls) == 1 + 2 * n and len(syncs) == 6 and len(t["a"]) == 2
+    n = (len(calls) - 2) // 2                  # calls per round after warm-up and calibration
+    assert n > 1 and len(calls) == 2 + 2 * n and len(syncs) == 6 and len(t["a"]) == 2
     with pytest.raises(ValueError, match="rounds"):
         timing_rounds({}, 0)
     with pytest.raises(ValueError, match="min_time"):

@@ -135,10 +135,10 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0) -> d
     every function in turn, so all forms see the same bursts of load from other processes. Round
     ``r`` of every form is one paired replicate: ``{name: [t_1, ..., t_rounds]}``.
 
-    ``min_time``: a function whose warm-up call took less than this is called
-    ``ceil(min_time / warm-up time)`` times per round (fixed after the warm-up) and its mean time
-    per call recorded, so that one scheduling hiccup does not decide a short call's time.
-    ``sync`` (e.g. ``torch.cuda.synchronize``) is called around each timed stretch, so
+    ``min_time``: a function whose call (timed once more after its warm-up, which may include a
+    compilation) took less than this is called ``ceil(min_time / that time)`` times per round and
+    its mean time per call recorded, so that one scheduling hiccup does not decide a short call's
+    time. ``sync`` (e.g. ``torch.cuda.synchronize``) is called around each timed stretch, so
     asynchronous launches are timed to completion.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -146,14 +146,17 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0) -> d
     if not min_time >= 0:
         raise ValueError(f"min_time must be >= 0 seconds, got {min_time!r}")
     sync = sync or (lambda: None)
-    calls = {}
-    for name, fn in fns.items():
-        sync()
-        t0 = time.perf_counter()
+    for fn in fns.values():
         fn()
-        sync()
-        warm = time.perf_counter() - t0
-        calls[name] = max(1, math.ceil(min_time / warm)) if min_time > 0 and warm > 0 else 1
+    sync()
+    calls = dict.fromkeys(fns, 1)
+    if min_time > 0:
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            once = time.perf_counter() - t0
+            calls[name] = max(1, math.ceil(min_time / once)) if once > 0 else 1
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
@@ -173,7 +176,6 @@ SPEED_FORMS = {
     "dense": "dense attention with the L x L NA mask (torch SDPA with a boolean attn_mask)",
     "full": "dense self-attention without a mask (torch SDPA), for scale",
     "fused-no-halo": "the fused form with planted_bug('no-halo'): every tile visits all keys",
-    "gemm-as-fused": "the unfused gather form again, timed in the fused form's slot (a control)",
 }
 
 
@@ -210,7 +212,6 @@ def speed_rounds(lengths, kernel_size=63, B=1, H=4, D=64, rounds=5, forms=tuple(
                 "dense": lambda: _sdpa(q, k, v, mask),
                 "full": lambda: _sdpa(q, k, v),
                 "fused-no-halo": no_halo,
-                "gemm-as-fused": lambda: na1d(q, k, v, kernel_size, impl="gemm"),
             }
             out[L] = timing_rounds({f: fns[f] for f in forms}, rounds, sync=sync,
                                    min_time=min_time)
