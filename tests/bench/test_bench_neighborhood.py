@@ -63,6 +63,16 @@ def test_timing_rounds_interleaves_and_repeats_short_calls():
         timing_rounds({}, 0)
     with pytest.raises(ValueError, match="min_time"):
         timing_rounds({}, 1, min_time=-1)
+    with pytest.raises(ValueError, match="best_of"):
+        timing_rounds({}, 1, best_of=0)
+
+
+def test_best_of_keeps_the_fastest_call_of_each_round():
+    import time as _time
+
+    delays = iter([0.0, 0.05, 0.0, 0.05, 0.05, 0.0, 0.05])  # warm-up, then 2 rounds x best of 3
+    t = timing_rounds({"a": lambda: _time.sleep(next(delays))}, 2, best_of=3)
+    assert len(t["a"]) == 2 and max(t["a"]) < 0.04
 
 
 def test_speed_rounds_times_every_form_on_the_cpu():

@@ -128,7 +128,7 @@ def median_times(fns: dict, repeats: int = 5) -> dict:
     return {name: statistics.median(ts) for name, ts in timing_rounds(fns, repeats).items()}
 
 
-def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0) -> dict:
+def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best_of: int = 1) -> dict:
     """Wall time of each ``fns[name]()`` in each of ``rounds`` interleaved rounds (seconds per call).
 
     One warm-up call of every function first (a GPU kernel compiles there); then each round times
@@ -138,13 +138,17 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0) -> d
     ``min_time``: a function whose call (timed once more after its warm-up, which may include a
     compilation) took less than this is called ``ceil(min_time / that time)`` times per round and
     its mean time per call recorded, so that one scheduling hiccup does not decide a short call's
-    time. ``sync`` (e.g. ``torch.cuda.synchronize``) is called around each timed stretch, so
+    time. ``best_of``: each form is timed that many times in a row within a round and the fastest
+    kept (load from other processes only ever adds time, so the minimum is the steadiest
+    estimate). ``sync`` (e.g. ``torch.cuda.synchronize``) is called around each timed stretch, so
     asynchronous launches are timed to completion.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive int, got {rounds!r}")
     if not min_time >= 0:
         raise ValueError(f"min_time must be >= 0 seconds, got {min_time!r}")
+    if isinstance(best_of, bool) or not isinstance(best_of, int) or best_of < 1:
+        raise ValueError(f"best_of must be a positive int, got {best_of!r}")
     sync = sync or (lambda: None)
     for fn in fns.values():
         fn()
@@ -160,12 +164,15 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0) -> d
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(calls[name]):
-                fn()
-            sync()
-            times[name].append((time.perf_counter() - t0) / calls[name])
+            best = math.inf
+            for _ in range(best_of):
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(calls[name]):
+                    fn()
+                sync()
+                best = min(best, (time.perf_counter() - t0) / calls[name])
+            times[name].append(best)
     return times
 
 
@@ -180,13 +187,13 @@ SPEED_FORMS = {
 
 
 def speed_rounds(lengths, kernel_size=63, B=1, H=4, D=64, rounds=5, forms=tuple(SPEED_FORMS),
-                 device="cpu", dtype=torch.float32, seed=0, min_time=0.0) -> dict:
+                 device="cpu", dtype=torch.float32, seed=0, min_time=0.0, best_of=1) -> dict:
     """``{L: {form: [seconds per round]}}`` of the 1-D forward at each length, forms interleaved.
 
     The fused form is ``impl="torch"`` (blocked) on a CPU and ``impl="triton"`` on a CUDA device
     (compiled; its inputs must be there). The dense mask is built once per length, outside the
     timed calls, as a model would cache it. Inference mode; ``torch.cuda.synchronize`` around
-    every timed stretch on a GPU. ``min_time`` as in :func:`timing_rounds`.
+    every timed stretch on a GPU. ``min_time`` and ``best_of`` as in :func:`timing_rounds`.
     """
     from reprobook.kernels.neighborhood import neighborhood_mask, planted_bug
 
@@ -214,7 +221,7 @@ def speed_rounds(lengths, kernel_size=63, B=1, H=4, D=64, rounds=5, forms=tuple(
                 "fused-no-halo": no_halo,
             }
             out[L] = timing_rounds({f: fns[f] for f in forms}, rounds, sync=sync,
-                                   min_time=min_time)
+                                   min_time=min_time, best_of=best_of)
             del q, k, v, mask
     return out
 
