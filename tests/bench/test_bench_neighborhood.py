@@ -2,7 +2,11 @@
 
 import torch
 
-from reprobook.bench.neighborhood import cpu_times, main, median_times, na_flops, track_memory
+import pytest
+
+from reprobook.bench.neighborhood import (
+    SPEED_FORMS, cpu_times, main, median_times, na_flops, speed_rounds, timing_rounds, track_memory,
+)
 from reprobook.kernels.neighborhood import na1d
 
 
@@ -43,3 +47,37 @@ def test_median_times_and_flops():
     med = median_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 2)
     assert set(med) == {"a", "b"} and calls == ["a", "b", "a", "b", "a", "b"]
     assert na_flops(1, 2, 10, 3, 4) == 2 * 1 * 2 * 10 * 3 * 8
+
+
+def test_timing_rounds_interleaves_and_repeats_short_calls():
+    calls = []
+    t = timing_rounds({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3)
+    assert calls == ["a", "b"] * 4 and all(len(x) == 3 for x in t.values())
+    calls.clear()
+    syncs = []
+    t = timing_rounds({"a": lambda: calls.append("a")}, 2, sync=lambda: syncs.append(1),
+                      min_time=0.5)
+    n = (len(calls) - 2) // 2                  # calls per round after warm-up and calibration
+    assert n > 1 and len(calls) == 2 + 2 * n and len(syncs) == 6 and len(t["a"]) == 2
+    with pytest.raises(ValueError, match="rounds"):
+        timing_rounds({}, 0)
+    with pytest.raises(ValueError, match="min_time"):
+        timing_rounds({}, 1, min_time=-1)
+    with pytest.raises(ValueError, match="best_of"):
+        timing_rounds({}, 1, best_of=0)
+
+
+def test_best_of_keeps_the_fastest_call_of_each_round():
+    import time as _time
+
+    delays = iter([0.0, 0.05, 0.0, 0.05, 0.05, 0.0, 0.05])  # warm-up, then 2 rounds x best of 3
+    t = timing_rounds({"a": lambda: _time.sleep(next(delays))}, 2, best_of=3)
+    assert len(t["a"]) == 2 and max(t["a"]) < 0.04
+
+
+def test_speed_rounds_times_every_form_on_the_cpu():
+    out = speed_rounds([32], kernel_size=5, H=1, D=8, rounds=2)
+    assert list(out) == [32] and set(out[32]) == set(SPEED_FORMS)
+    assert all(len(x) == 2 and min(x) > 0 for x in out[32].values())
+    with pytest.raises(ValueError, match="unknown forms"):
+        speed_rounds([32], kernel_size=5, forms=("fused", "natten"))

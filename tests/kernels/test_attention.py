@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from reprobook.kernels.attention import (
+    PLANTED_BUGS,
     attention_flops,
     causal_mask,
     flash_attn_func,
+    planted_bug,
     tiled_attention_forward,
 )
 
@@ -120,12 +122,62 @@ def test_torch_float32_close_to_reference():
     assert ((o.double() - o_ref).abs().max() / o_ref.abs().max()).item() <= 1e-5
 
 
-def test_pipelined_schedule_is_bit_identical():
-    q, k, v = make_qkv(1, 40, 70, 2, 2, 16, dtype=torch.float32)
+# FA3's intra-warpgroup pipelining only reorders independent operations; the two schedules run
+# the same per-row arithmetic, so they must agree bit for bit (this used to be a "claim" of the
+# flashattention3 chapter, but it is true by construction of the code, so it is tested here).
+@pytest.mark.parametrize("sq, sk, causal, block", [(40, 70, True, 16), (45, 70, True, 32),
+                                                    (70, 45, False, 32), (64, 64, False, 16)])
+def test_pipelined_schedule_is_bit_identical(sq, sk, causal, block):
+    q, k, v = make_qkv(1, sq, sk, 2, 2, 24, dtype=torch.float32)
     q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v))
-    a = tiled_attention_forward(q, k, v, 0.25, causal=True, block_q=16, block_k=16)
-    b = tiled_attention_forward(q, k, v, 0.25, causal=True, block_q=16, block_k=16, schedule="pipelined")
+    a = tiled_attention_forward(q, k, v, 0.25, causal=causal, block_q=block, block_k=block)
+    b = tiled_attention_forward(q, k, v, 0.25, causal=causal, block_q=block, block_k=block,
+                                schedule="pipelined")
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_planted_bugs_break_the_tiled_forms_only_inside_the_block():
+    q, k, v = make_qkv(1, 45, 70, 2, 1, 24)
+    do = torch.randn(1, 45, 2, 24, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    ref = flash_attn_func(q, k, v, causal=True, impl="reference")
+
+    def grads(impl):
+        qq, kk, vv = (t.clone().requires_grad_(True) for t in (q, k, v))
+        out = flash_attn_func(qq, kk, vv, causal=True, impl=impl, block_q=32, block_k=32)
+        return out.detach(), torch.autograd.grad(out, (qq, kk, vv), do)
+
+    ref_grads = grads("reference")[1]
+    with planted_bug("no-rescale"):
+        assert torch.equal(flash_attn_func(q, k, v, causal=True, impl="reference"), ref)
+        for impl in ("torch", "triton"):
+            bad = flash_attn_func(q, k, v, causal=True, impl=impl, block_q=32, block_k=32)
+            assert (bad - ref).abs().max().item() > 0.1
+    with planted_bug("no-delta"):
+        out, g = grads("torch")
+        assert (out - ref).abs().max().item() <= 1e-12          # the forward is untouched
+        assert max((a - b).abs().max().item() for a, b in zip(g, ref_grads)) > 0.1
+    # outside the block everything is exact again
+    out, g = grads("torch")
+    assert (out - ref).abs().max().item() <= 1e-12
+    assert max((a - b).abs().max().item() for a, b in zip(g, ref_grads)) <= 1e-10
+    tri = flash_attn_func(q, k, v, causal=True, impl="triton", block_q=32, block_k=32)
+    assert (tri - ref).abs().max().item() <= 1e-10
+
+
+def test_planted_bug_is_checked_and_restored_after_an_error():
+    assert PLANTED_BUGS == ("no-rescale", "no-delta")
+    with pytest.raises(ValueError, match="unknown bug"):
+        with planted_bug("typo"):
+            pass
+    with pytest.raises(RuntimeError, match="inside"):
+        with planted_bug("no-rescale"), planted_bug("no-delta"):
+            pass
+    with pytest.raises(KeyError):
+        with planted_bug("no-rescale"):
+            raise KeyError("boom")
+    q, k, v = make_qkv(1, 20, 70, 1, 1, 8)
+    ref = flash_attn_func(q, k, v, impl="reference")
+    assert (flash_attn_func(q, k, v, block_q=16, block_k=16) - ref).abs().max().item() <= 1e-12
 
 
 @pytest.mark.parametrize("shape", [(1, 37, 53, 4, 2, 20, 24), (1, 53, 37, 2, 1, 33, 33), (1, 1, 1, 1, 1, 8, 8)])

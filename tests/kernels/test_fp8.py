@@ -6,6 +6,7 @@ import torch
 from reprobook.kernels.attention import flash_attn_func
 from reprobook.kernels.fp8 import (
     E4M3_MAX,
+    E5M2_MAX,
     fp16_attention,
     fp8_attention,
     fwht,
@@ -13,9 +14,11 @@ from reprobook.kernels.fp8 import (
     incoherent_rotation,
     outlier_normal,
     quantize_e4m3,
+    quantize_fp8,
     random_signs,
     rmse,
     round_e4m3,
+    signed_permutation,
 )
 
 
@@ -171,3 +174,52 @@ def test_bad_inputs_raise_clear_errors():
         rmse(torch.ones(2), torch.ones(3))
     with pytest.raises(ValueError, match="power of two"):
         fp8_attention(torch.ones(1, 2, 1, 12), torch.ones(1, 2, 1, 12), torch.ones(1, 2, 1, 12))
+
+
+def test_signed_permutation_is_orthogonal_but_mixes_nothing():
+    q = torch.randn(2, 40, 3, 64, generator=gen(1), dtype=torch.float64)
+    k = torch.randn(2, 50, 3, 64, generator=gen(2), dtype=torch.float64)
+    s = random_signs(64, seed=4, dtype=torch.float64)
+    qp, kp = signed_permutation(q, s, seed=4), signed_permutation(k, s, seed=4)
+    before = torch.einsum("bqhd,bkhd->bhqk", q, k)
+    assert (before - torch.einsum("bqhd,bkhd->bhqk", qp, kp)).abs().max().item() <= 1e-12
+    assert not torch.equal(qp.abs(), q.abs())                   # coordinates did move ...
+    assert torch.equal(qp.abs().sort(-1).values, q.abs().sort(-1).values)  # ... but never mix
+    with pytest.raises(ValueError, match="signs"):
+        signed_permutation(q, torch.ones(8))
+
+
+def test_fp8_without_mixing_is_block_only_up_to_summation_order():
+    q, k, v = (outlier_normal((1, 128, 2, 64), generator=gen(30 + i)) for i in range(3))
+    ref = flash_attn_func(q, k, v, impl="reference")
+    block_only = fp8_attention(q, k, v, incoherent=False)
+    no_mix = fp8_attention(q, k, v, rotation="signed-permutation")
+    fa3 = fp8_attention(q, k, v)
+    assert abs(rmse(no_mix, ref) / rmse(block_only, ref) - 1) < 1e-4
+    assert rmse(fa3, ref) < rmse(no_mix, ref)
+
+
+def test_e5m2_quantisation_and_the_wrong_format_doubles_the_error():
+    x = torch.randn(2, 45, 3, 16, generator=gen(6))
+    qx = quantize_fp8(x, block=16, fmt="e5m2")
+    assert qx.data.dtype == torch.float8_e5m2
+    assert torch.allclose(qx.data.float().abs().amax(), torch.tensor(E5M2_MAX))
+    rel = ((qx.dequantize() - x).abs() / x.abs().clamp(min=1e-3)).max().item()
+    assert rel <= 2.0 ** -3 + 1e-6                             # 2 mantissa bits
+    q, k, v = (outlier_normal((1, 128, 2, 64), generator=gen(40 + i)) for i in range(3))
+    ref = flash_attn_func(q, k, v, impl="reference")
+    assert rmse(fp8_attention(q, k, v, fmt="e5m2"), ref) > 1.5 * rmse(fp8_attention(q, k, v), ref)
+    with pytest.raises(ValueError, match="fmt"):
+        fp8_attention(q, k, v, fmt="e3m4")
+    with pytest.raises(ValueError, match="rotation"):
+        fp8_attention(q, k, v, rotation="dct")
+
+
+def test_fp16_flash_with_fp16_scores_loses_its_advantage():
+    q, k, v = (outlier_normal((1, 256, 2, 64), generator=gen(50 + i)) for i in range(3))
+    ref = flash_attn_func(q, k, v, impl="reference")
+    e = {name: rmse(fp16_attention(q, k, v, **kw), ref) for name, kw in (
+        ("standard", dict(style="standard")), ("flash", dict(style="flash")),
+        ("flash-s16", dict(style="flash", round_scores=True)))}
+    assert e["flash"] < 0.8 * e["standard"]
+    assert e["flash-s16"] > 0.9 * e["standard"]

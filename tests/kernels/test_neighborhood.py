@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from reprobook.kernels.neighborhood import (
-    na1d, na2d, neighborhood_indices, neighborhood_mask,
+    PLANTED_BUGS, na1d, na2d, neighborhood_indices, neighborhood_mask, planted_bug,
 )
 
 
@@ -244,6 +244,53 @@ def test_triton_2d(X, Y, k, d, c):
     ref = na2d(q.double(), kk.double(), v.double(), k, d, c, impl="reference")
     out = na2d(q, kk, v, k, d, c, impl="triton")
     assert maxerr(out.double(), ref) / ref.abs().max().item() <= 1e-4
+
+
+# --------------------------------------------------------------------------- planted bugs
+@pytest.mark.parametrize("impl", ["gemm", "torch", "triton"])
+def test_no_border_shift_breaks_non_causal_windows_of_every_fast_form(impl):
+    dt = torch.float32 if impl == "triton" else torch.float64
+    q, k, v = qkv((1, 40, 2, 8), dtype=dt)
+    ref = na1d(q.double(), k.double(), v.double(), 7, 2, impl="reference")
+    ref_causal = na1d(q.double(), k.double(), v.double(), 7, 2, True, impl="reference")
+    mask = neighborhood_mask(40, 7, 2)
+    with planted_bug("no-border-shift"):
+        assert torch.equal(neighborhood_mask(40, 7, 2), mask)      # the reference is untouched
+        assert maxerr(na1d(q, k, v, 7, 2, impl=impl).double(), ref) > 0.1
+        assert maxerr(na1d(q, k, v, 7, 2, True, impl=impl).double(), ref_causal) <= 1e-5
+    assert maxerr(na1d(q, k, v, 7, 2, impl=impl).double(), ref) <= 1e-5
+
+
+@pytest.mark.parametrize("impl", ["torch", "triton"])
+def test_no_halo_keeps_the_output_exact(impl):
+    dt = torch.float32 if impl == "triton" else torch.float64
+    q, k, v = qkv((1, 9, 11, 2, 8), dtype=dt)
+    ref = na2d(q.double(), k.double(), v.double(), (3, 5), (2, 1), (False, True), impl="reference")
+    with planted_bug("no-halo"):
+        out = na2d(q, k, v, (3, 5), (2, 1), (False, True), impl=impl, tile_shape=(2, 4))
+    assert maxerr(out.double(), ref) <= 1e-5
+
+
+def test_no_halo_makes_the_blocked_form_quadratic():
+    from reprobook.bench.neighborhood import track_memory
+
+    q, k, v = qkv((1, 512, 1, 8), dtype=torch.float32)
+    m = track_memory(na1d, q, k, v, 7, impl="torch", tile_shape=16)
+    with planted_bug("no-halo"):
+        m_bug = track_memory(na1d, q, k, v, 7, impl="torch", tile_shape=16)
+    assert m_bug["largest"] > 10 * m["largest"]
+
+
+def test_planted_bug_names_and_nesting():
+    assert PLANTED_BUGS == ("no-border-shift", "no-halo")
+    with pytest.raises(ValueError, match="unknown bug"):
+        with planted_bug("off-by-one"):
+            pass
+    with pytest.raises(RuntimeError, match="inside"):
+        with planted_bug("no-halo"), planted_bug("no-border-shift"):
+            pass
+    q, k, v = qkv((1, 12, 1, 4))
+    assert maxerr(na1d(q, k, v, 5), na1d(q, k, v, 5, impl="reference")) <= 1e-12
 
 
 # --------------------------------------------------------------------------- errors

@@ -24,6 +24,7 @@ On a GPU it times the Triton kernel against SDPA (and NATTEN, if installed) with
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 import weakref
@@ -35,7 +36,8 @@ from torch.utils._pytree import tree_leaves
 
 from reprobook.kernels.neighborhood import na1d, na2d
 
-__all__ = ["track_memory", "median_time", "median_times", "cpu_times", "main", "na_flops"]
+__all__ = ["track_memory", "median_time", "median_times", "timing_rounds", "speed_rounds",
+           "SPEED_FORMS", "cpu_times", "main", "na_flops"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,15 +125,105 @@ def median_times(fns: dict, repeats: int = 5) -> dict:
     Interleaving the repeats (a, b, c, a, b, c, ...) exposes every form to the same bursts of
     load from other processes, which keeps the *ratios* steadier than timing one form at a time.
     """
+    return {name: statistics.median(ts) for name, ts in timing_rounds(fns, repeats).items()}
+
+
+def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best_of: int = 1) -> dict:
+    """Wall time of each ``fns[name]()`` in each of ``rounds`` interleaved rounds (seconds per call).
+
+    One warm-up call of every function first (a GPU kernel compiles there); then each round times
+    every function in turn, so all forms see the same bursts of load from other processes. Round
+    ``r`` of every form is one paired replicate: ``{name: [t_1, ..., t_rounds]}``.
+
+    ``min_time``: a function whose call (timed once more after its warm-up, which may include a
+    compilation) took less than this is called ``ceil(min_time / that time)`` times per round and
+    its mean time per call recorded, so that one scheduling hiccup does not decide a short call's
+    time. ``best_of``: each form is timed that many times in a row within a round and the fastest
+    kept (load from other processes only ever adds time, so the minimum is the steadiest
+    estimate). ``sync`` (e.g. ``torch.cuda.synchronize``) is called around each timed stretch, so
+    asynchronous launches are timed to completion.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
+    if not min_time >= 0:
+        raise ValueError(f"min_time must be >= 0 seconds, got {min_time!r}")
+    if isinstance(best_of, bool) or not isinstance(best_of, int) or best_of < 1:
+        raise ValueError(f"best_of must be a positive int, got {best_of!r}")
+    sync = sync or (lambda: None)
     for fn in fns.values():
         fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
+    sync()
+    calls = dict.fromkeys(fns, 1)
+    if min_time > 0:
         for name, fn in fns.items():
             t0 = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            sync()
+            once = time.perf_counter() - t0
+            calls[name] = max(1, math.ceil(min_time / once)) if once > 0 else 1
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            best = math.inf
+            for _ in range(best_of):
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(calls[name]):
+                    fn()
+                sync()
+                best = min(best, (time.perf_counter() - t0) / calls[name])
+            times[name].append(best)
+    return times
+
+
+#: The forms :func:`speed_rounds` can time (1-D NA forward, heads-last [B, L, H, D]).
+SPEED_FORMS = {
+    "fused": "fused NA: our blocked torch form on a CPU, the Triton kernel on a GPU",
+    "gemm": "unfused NA: gather the k neighbours, batched matmuls (impl='gemm')",
+    "dense": "dense attention with the L x L NA mask (torch SDPA with a boolean attn_mask)",
+    "full": "dense self-attention without a mask (torch SDPA), for scale",
+    "fused-no-halo": "the fused form with planted_bug('no-halo'): every tile visits all keys",
+}
+
+
+def speed_rounds(lengths, kernel_size=63, B=1, H=4, D=64, rounds=5, forms=tuple(SPEED_FORMS),
+                 device="cpu", dtype=torch.float32, seed=0, min_time=0.0, best_of=1) -> dict:
+    """``{L: {form: [seconds per round]}}`` of the 1-D forward at each length, forms interleaved.
+
+    The fused form is ``impl="torch"`` (blocked) on a CPU and ``impl="triton"`` on a CUDA device
+    (compiled; its inputs must be there). The dense mask is built once per length, outside the
+    timed calls, as a model would cache it. Inference mode; ``torch.cuda.synchronize`` around
+    every timed stretch on a GPU. ``min_time`` and ``best_of`` as in :func:`timing_rounds`.
+    """
+    from reprobook.kernels.neighborhood import neighborhood_mask, planted_bug
+
+    unknown = [f for f in forms if f not in SPEED_FORMS]
+    if unknown:
+        raise ValueError(f"unknown forms {unknown}; choose from {tuple(SPEED_FORMS)}")
+    device = torch.device(device)
+    fused_impl = "triton" if device.type == "cuda" else "torch"
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
+    out = {}
+    with torch.inference_mode():
+        for L in lengths:
+            q, k, v = _inputs((B, L, H, D), device=device, dtype=dtype, seed=seed)
+            mask = neighborhood_mask(L, kernel_size, device=device) if "dense" in forms else None
+
+            def no_halo():
+                with planted_bug("no-halo"):
+                    return na1d(q, k, v, kernel_size, impl=fused_impl)
+
+            fns = {
+                "fused": lambda: na1d(q, k, v, kernel_size, impl=fused_impl),
+                "gemm": lambda: na1d(q, k, v, kernel_size, impl="gemm"),
+                "dense": lambda: _sdpa(q, k, v, mask),
+                "full": lambda: _sdpa(q, k, v),
+                "fused-no-halo": no_halo,
+            }
+            out[L] = timing_rounds({f: fns[f] for f in forms}, rounds, sync=sync,
+                                   min_time=min_time, best_of=best_of)
+            del q, k, v, mask
+    return out
 
 
 def _natten():
@@ -142,10 +234,10 @@ def _natten():
     return natten
 
 
-def _sdpa(q, k, v):
+def _sdpa(q, k, v, mask=None):
     # SDPA takes [B, H, L, D]; the transposes are views of the heads-last tensors
     return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                          v.transpose(1, 2)).transpose(1, 2)
+                                          v.transpose(1, 2), attn_mask=mask).transpose(1, 2)
 
 
 def _inputs(shape, device="cpu", dtype=torch.float32, seed=0):

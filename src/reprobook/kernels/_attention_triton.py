@@ -24,7 +24,7 @@ def _attn_fwd(
     so_b, so_s, so_h, so_d,
     sl_b, sl_h, sl_s,
     H, GROUP, SQ, SK, D, DV, scale,
-    CAUSAL: tl.constexpr, ACC: tl.constexpr, IEEE: tl.constexpr,
+    CAUSAL: tl.constexpr, ACC: tl.constexpr, IEEE: tl.constexpr, RESCALE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -76,7 +76,10 @@ def _attn_fwd(
             pv = tl.dot(p.to(vv.dtype), vv, input_precision="ieee")
         else:
             pv = tl.dot(p.to(vv.dtype), vv)
-        acc = acc * alpha[:, None] + pv.to(ACC)
+        if RESCALE:
+            acc = acc * alpha[:, None] + pv.to(ACC)
+        else:  # a planted bug (reprobook.kernels.attention.planted_bug("no-rescale"))
+            acc = acc + pv.to(ACC)
         m_i = m_new
 
     empty = l_i == 0.0
@@ -87,8 +90,11 @@ def _attn_fwd(
     tl.store(LSE + b * sl_b + h * sl_h + offs_m * sl_s, lse.to(LSE.dtype.element_ty), mask=row_ok)
 
 
-def attention_triton_forward(q, k, v, scale, causal, block_q, block_k):
-    """Launch :func:`_attn_fwd` on ``[B, S, H, D]`` tensors; returns ``(out, lse)``."""
+def attention_triton_forward(q, k, v, scale, causal, block_q, block_k, rescale=True):
+    """Launch :func:`_attn_fwd` on ``[B, S, H, D]`` tensors; returns ``(out, lse)``.
+
+    ``rescale=False`` plants a bug (the accumulator is not rescaled when the running max grows),
+    for controls only."""
     check_triton_target("q", q)
     for name, blk in (("block_q", block_q), ("block_k", block_k)):
         if blk < 16 or blk & (blk - 1):
@@ -105,7 +111,7 @@ def attention_triton_forward(q, k, v, scale, causal, block_q, block_k):
         H, H // Hkv, Sq, Sk, D, Dv, scale,
         CAUSAL=bool(causal),
         ACC=tl.float64 if acc_dtype == torch.float64 else tl.float32,
-        IEEE=q.dtype in (torch.float32, torch.float64),
+        IEEE=q.dtype in (torch.float32, torch.float64), RESCALE=bool(rescale),
         BLOCK_M=block_q, BLOCK_N=block_k,
         BLOCK_D=max(16, triton.next_power_of_2(D)), BLOCK_DV=max(16, triton.next_power_of_2(Dv)),
     )

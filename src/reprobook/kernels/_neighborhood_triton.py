@@ -22,7 +22,7 @@ from ._checks import check_triton_target
 
 
 @triton.jit
-def _window(i, n, k, CAUSAL: tl.constexpr):
+def _window(i, n, k, CAUSAL: tl.constexpr, SHIFT: tl.constexpr):
     # first and last group-local key of the window of group-local query i (group length n)
     if CAUSAL:
         lo = tl.maximum(i - (k - 1), 0)
@@ -30,9 +30,13 @@ def _window(i, n, k, CAUSAL: tl.constexpr):
     else:
         left = k // 2
         right = k - 1 - left
-        c = tl.minimum(tl.maximum(i, left), n - 1 - right)
-        lo = c - left
-        hi = c + right
+        if SHIFT:
+            c = tl.minimum(tl.maximum(i, left), n - 1 - right)
+            lo = c - left
+            hi = c + right
+        else:  # planted bug ("no-border-shift"): centred on the query, cut at the borders
+            lo = tl.maximum(i - left, 0)
+            hi = tl.minimum(i + right, n - 1)
     return lo, hi
 
 
@@ -49,7 +53,7 @@ def _na2d_fwd_kernel(
     CAUSAL_X: tl.constexpr, CAUSAL_Y: tl.constexpr,
     BX: tl.constexpr, BY: tl.constexpr, KBX: tl.constexpr, KBY: tl.constexpr,
     BD: tl.constexpr, BDV: tl.constexpr,
-    ACC_F64: tl.constexpr, IEEE: tl.constexpr,
+    ACC_F64: tl.constexpr, IEEE: tl.constexpr, SHIFT: tl.constexpr, HALO: tl.constexpr,
 ):
     pid = tl.program_id(0)
     bh = tl.program_id(1)
@@ -74,13 +78,19 @@ def _na2d_fwd_kernel(
     qx = tx * BX + offs_q // BY
     qy = ty * BY + offs_q % BY
     q_ok = (qx < nxg) & (qy < nyg)
-    lox, hix = _window(qx, nxg, KX, CAUSAL_X)
-    loy, hiy = _window(qy, nyg, KY, CAUSAL_Y)
-    # the tile's halo: union of its (valid) queries' windows, a rectangle of group positions
-    kx_lo = tl.min(tl.where(q_ok, lox, X), 0)
-    kx_hi = tl.max(tl.where(q_ok, hix, -1), 0)
-    ky_lo = tl.min(tl.where(q_ok, loy, Y), 0)
-    ky_hi = tl.max(tl.where(q_ok, hiy, -1), 0)
+    lox, hix = _window(qx, nxg, KX, CAUSAL_X, SHIFT)
+    loy, hiy = _window(qy, nyg, KY, CAUSAL_Y, SHIFT)
+    if HALO:
+        # the tile's halo: union of its (valid) queries' windows, a rectangle of group positions
+        kx_lo = tl.min(tl.where(q_ok, lox, X), 0)
+        kx_hi = tl.max(tl.where(q_ok, hix, -1), 0)
+        ky_lo = tl.min(tl.where(q_ok, loy, Y), 0)
+        ky_hi = tl.max(tl.where(q_ok, hiy, -1), 0)
+    else:  # planted bug ("no-halo"): the whole dilation group, masked
+        kx_lo = 0
+        kx_hi = nxg - 1
+        ky_lo = 0
+        ky_hi = nyg - 1
 
     offs_d = tl.arange(0, BD)
     offs_dv = tl.arange(0, BDV)
@@ -141,8 +151,12 @@ def _default_tiles(na_dim: int, on_gpu: bool):
     return ((8, 8), (8, 8)) if on_gpu else ((4, 4), (4, 4))
 
 
-def na_triton_forward(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None):
-    """Launch the kernel on heads-last ``q, k [B, *S, H, D]``, ``v [B, *S, H, Dv]``."""
+def na_triton_forward(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None,
+                      shift_borders=True, halo=True):
+    """Launch the kernel on heads-last ``q, k [B, *S, H, D]``, ``v [B, *S, H, Dv]``.
+
+    ``shift_borders=False`` / ``halo=False`` plant the bugs of
+    :func:`reprobook.kernels.neighborhood.planted_bug` (controls only)."""
     check_triton_target("query", q)
     na_dim = len(spatial)
     if na_dim == 1:                                  # 1-D runs as 2-D with a unit first axis
@@ -176,5 +190,6 @@ def na_triton_forward(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None)
         BX=bx, BY=by, KBX=kbx, KBY=kby,
         BD=max(16, _pow2(d)), BDV=max(16, _pow2(dv)),
         ACC_F64=q.dtype == torch.float64, IEEE=q.dtype in (torch.float32, torch.float64),
+        SHIFT=bool(shift_borders), HALO=bool(halo),
     )
     return o.squeeze(1) if na_dim == 1 else o

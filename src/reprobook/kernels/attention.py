@@ -36,6 +36,7 @@ LSE: ``P = exp(S - LSE)``, ``dV += P^T dO``, ``dP = dO V^T``,
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -44,6 +45,8 @@ from ._checks import check_impl, check_same_device, check_tensor, compute_dtype
 
 __all__ = [
     "flash_attn_func",
+    "planted_bug",
+    "PLANTED_BUGS",
     "attention_reference",
     "tiled_attention_forward",
     "causal_mask",
@@ -51,6 +54,32 @@ __all__ = [
 ]
 
 _IMPLS = ("reference", "torch", "triton")
+
+#: Bugs :func:`planted_bug` can plant in the tiled forms (never in the reference), for a chapter's
+#: controls: ``"no-rescale"`` drops the factor ``e^{m - m'}`` that rescales the accumulator when the
+#: running max grows (tiled torch forward and Triton kernel); ``"no-delta"`` drops the
+#: ``rowsum(dO * O)`` term of ``dS`` in the tiled backward.
+PLANTED_BUGS = ("no-rescale", "no-delta")
+_planted: str | None = None
+
+
+@contextlib.contextmanager
+def planted_bug(name: str):
+    """Run the tiled forms with one of :data:`PLANTED_BUGS` planted, inside a ``with`` block.
+
+    A chapter re-runs its exactness checks under it to show they can fail (a control on a broken
+    method); the naive reference is never affected.
+    """
+    global _planted
+    if name not in PLANTED_BUGS:
+        raise ValueError(f"planted_bug: unknown bug {name!r}; one of {PLANTED_BUGS}")
+    if _planted is not None:
+        raise RuntimeError(f"planted_bug({name!r}) inside planted_bug({_planted!r})")
+    _planted = name
+    try:
+        yield
+    finally:
+        _planted = None
 
 
 # ----------------------------------------------------------------------------- input handling
@@ -194,7 +223,10 @@ def tiled_attention_forward(q, k, v, scale, causal=False, block_q=64, block_k=64
             alpha = torch.exp(m - m_safe)
             p = torch.exp(s - m_safe[..., None])
             l = alpha * l + p.sum(dim=-1)
-            acc = alpha[..., None] * acc + p @ v[:, :, j0:j0 + block_k]
+            if _planted == "no-rescale":  # planted bug: the old accumulator is not rescaled
+                acc = acc + p @ v[:, :, j0:j0 + block_k]
+            else:
+                acc = alpha[..., None] * acc + p @ v[:, :, j0:j0 + block_k]
             m = m_new
         empty = l == 0
         out[:, :, i0:i0 + rows] = acc / torch.where(empty, torch.ones_like(l), l)[..., None]
@@ -206,6 +238,8 @@ def _tiled_backward(q, k, v, out, lse, dout, scale, causal, block_q, block_k):
     """FlashAttention-2 backward: recompute each tile of P from the LSE; never store all of P."""
     Sq, Sk = q.shape[-2], k.shape[-2]
     delta = (dout * out).sum(dim=-1)  # rowsum(dO * O) = rowsum(P * dP)
+    if _planted == "no-delta":  # planted bug: the softmax Jacobian's rank-one term is dropped
+        delta = torch.zeros_like(delta)
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for i0 in range(0, Sq, block_q):
         sl = slice(i0, i0 + block_q)
@@ -289,5 +323,6 @@ def flash_attn_func(
     else:
         from ._attention_triton import attention_triton_forward  # lazy: keeps triton optional
 
-        out, lse = attention_triton_forward(q, k, v, scale, causal, block_q, block_k)
+        out, lse = attention_triton_forward(q, k, v, scale, causal, block_q, block_k,
+                                            rescale=_planted != "no-rescale")
     return (out, lse) if return_attn_probs else out

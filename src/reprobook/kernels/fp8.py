@@ -20,6 +20,12 @@ kernel loads; the score tile is then ``S_ij = (Q8_i K8_j^T) s_Qi s_Kj τ``.
 but each rotated coordinate is a ±-mix of all ``d`` input coordinates, so a single large outlier
 is spread over the row and the amax, hence the quantisation step, of each block shrinks.
 ``x M`` costs ``O(d log d)`` with the fast Walsh–Hadamard transform :func:`fwht`.
+``rotation="signed-permutation"`` replaces the Hadamard by a random signed permutation: still
+orthogonal (so :math:`QK^\top` is still exact), but it mixes nothing, so outliers stay where they
+are. It is the method with its key component removed, for controls.
+
+**Format.** ``fmt="e5m2"`` (2 mantissa bits, largest value 57344, the format meant for gradients)
+in place of e4m3 for Q, K, V and P is the wrong-format mistake, for controls.
 
 **V**, as in the paper, is not rotated by default (it does not enter ``QK^T``). Rotating V's
 feature dimension is also exact if the output is rotated back, ``P (V M_v) M_v^T = P V``; that
@@ -43,13 +49,17 @@ from .attention import _check_block, _check_inputs, _expand_kv, _kv_end, _scores
 
 __all__ = [
     "E4M3_MAX",
+    "E5M2_MAX",
+    "FP8_FORMATS",
     "hadamard",
     "fwht",
     "random_signs",
     "incoherent_rotation",
+    "signed_permutation",
     "round_e4m3",
     "Quantized",
     "quantize_e4m3",
+    "quantize_fp8",
     "fp8_attention",
     "fp16_attention",
     "outlier_normal",
@@ -57,6 +67,10 @@ __all__ = [
 ]
 
 E4M3_MAX = 448.0
+E5M2_MAX = 57344.0
+#: FP8 formats: torch dtype and largest finite value.
+FP8_FORMATS = {"e4m3": (torch.float8_e4m3fn, E4M3_MAX), "e5m2": (torch.float8_e5m2, E5M2_MAX)}
+ROTATIONS = ("hadamard", "signed-permutation")
 _E4M3_MIN_NORMAL_EXP = -6
 _E4M3_MANTISSA_BITS = 3
 
@@ -100,6 +114,17 @@ def incoherent_rotation(x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
     if signs.shape != (x.shape[-1],):
         raise ValueError(f"signs must have shape ({x.shape[-1]},), got {tuple(signs.shape)}")
     return fwht(x * signs.to(x.dtype))
+
+
+def signed_permutation(x: torch.Tensor, signs: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """``x P`` over the last dim with ``P`` a random signed permutation (orthogonal, mixes nothing):
+    coordinate ``i`` of the result is ``signs[i] * x[..., perm[i]]`` with ``perm`` drawn from
+    ``seed``. Used as the broken stand-in for :func:`incoherent_rotation` in controls."""
+    d = x.shape[-1]
+    if signs.shape != (d,):
+        raise ValueError(f"signs must have shape ({d},), got {tuple(signs.shape)}")
+    perm = torch.randperm(d, generator=torch.Generator().manual_seed(int(seed) + 7919))
+    return x[..., perm.to(x.device)] * signs.to(x.dtype)
 
 
 def _unrotate(x: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
@@ -160,6 +185,15 @@ def quantize_e4m3(x: torch.Tensor, block: int | None = None) -> Quantized:
     scaled values are clamped to ±448 before the cast so that float32 rounding of ``x / s`` can
     never overflow the format.
     """
+    return quantize_fp8(x, block, "e4m3")
+
+
+def quantize_fp8(x: torch.Tensor, block: int | None = None, fmt: str = "e4m3") -> Quantized:
+    """:func:`quantize_e4m3` for either FP8 format (``fmt`` a key of :data:`FP8_FORMATS`);
+    the scale is ``amax / (largest finite value of the format)``."""
+    if fmt not in FP8_FORMATS:
+        raise ValueError(f"fmt must be one of {tuple(FP8_FORMATS)}, got {fmt!r}")
+    dtype, fmax = FP8_FORMATS[fmt]
     check_tensor("x", x, ndim=4)
     x = x.to(torch.float32)
     if block is None:
@@ -171,9 +205,9 @@ def quantize_e4m3(x: torch.Tensor, block: int | None = None) -> Quantized:
         pad = nb * block - S
         xa = torch.nn.functional.pad(x.abs(), (0, 0, 0, 0, 0, pad))  # zero rows do not change amax
         amax = xa.view(B, nb, block, H, D).amax(dim=(2, 4)).unsqueeze(-1)
-    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
-    scaled = (x / _rows(scale, block, x.shape[1])).clamp(-E4M3_MAX, E4M3_MAX)
-    return Quantized(data=scaled.to(torch.float8_e4m3fn), scale=scale, block=block)
+    scale = torch.where(amax > 0, amax / fmax, torch.ones_like(amax))
+    scaled = (x / _rows(scale, block, x.shape[1])).clamp(-fmax, fmax)
+    return Quantized(data=scaled.to(dtype), scale=scale, block=block)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -190,6 +224,8 @@ def fp8_attention(
     quantize_p=True,
     rotate_v=False,
     seed=0,
+    rotation="hadamard",
+    fmt="e4m3",
 ):
     """Emulated FP8 attention forward on ``[B, S, H, D]`` inputs; returns float32 ``[B, Sq, H, Dv]``.
 
@@ -200,20 +236,30 @@ def fp8_attention(
     (``quantize_p``) and ``A += (P8_j V8_j) s_Vj``; finally ``O = A / l``.
 
     ``block_quant=False, incoherent=False`` is the baseline FP8 attention (per-tensor scales).
+    ``rotation="signed-permutation"`` and ``fmt="e5m2"`` break the recipe on purpose (see the
+    module docstring), for controls.
     """
     _, Sq, H, D, Sk, Hkv, Dv, scale = _check_inputs(q, k, v, softmax_scale)
+    if rotation not in ROTATIONS:
+        raise ValueError(f"rotation must be one of {ROTATIONS}, got {rotation!r}")
+    if fmt not in FP8_FORMATS:
+        raise ValueError(f"fmt must be one of {tuple(FP8_FORMATS)}, got {fmt!r}")
     _check_block("block_q", block_q)
     _check_block("block_k", block_k)
     qf, kf, vf = (t.detach().to(torch.float32) for t in (q, k, v))
     if incoherent:
         signs = random_signs(D, seed, device=q.device)
-        qf, kf = incoherent_rotation(qf, signs), incoherent_rotation(kf, signs)
+        if rotation == "hadamard":
+            qf, kf = incoherent_rotation(qf, signs), incoherent_rotation(kf, signs)
+        else:
+            qf, kf = signed_permutation(qf, signs, seed), signed_permutation(kf, signs, seed)
     if rotate_v:
         signs_v = random_signs(Dv, seed + 1, device=q.device)
         vf = incoherent_rotation(vf, signs_v)
-    qq = quantize_e4m3(qf, block_q if block_quant else None)
-    kq = quantize_e4m3(kf, block_k if block_quant else None)
-    vq = quantize_e4m3(vf, block_k if block_quant else None)
+    qq = quantize_fp8(qf, block_q if block_quant else None, fmt)
+    kq = quantize_fp8(kf, block_k if block_quant else None, fmt)
+    vq = quantize_fp8(vf, block_k if block_quant else None, fmt)
+    p_dtype = FP8_FORMATS[fmt][0]
 
     g = H // Hkv
     q8 = qq.data.to(torch.float32).transpose(1, 2)                    # [B, H, Sq, D]
@@ -241,7 +287,7 @@ def fp8_attention(
         p = s.sub_(m_safe[..., None]).exp_()
         l = alpha * l + p.sum(dim=-1)
         if quantize_p:
-            p = p.to(torch.float8_e4m3fn).to(torch.float32)
+            p = p.to(p_dtype).to(torch.float32)
         acc = alpha[..., None] * acc + (p @ v8[:, :, sl]) * tile_scale(vq, j)
         m = m_new
     out = acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]
@@ -251,7 +297,7 @@ def fp8_attention(
     return out
 
 
-def fp16_attention(q, k, v, style="flash", softmax_scale=None, block_k=64):
+def fp16_attention(q, k, v, style="flash", softmax_scale=None, block_k=64, round_scores=False):
     """Emulated FP16 attention (non-causal), to reproduce the FP16 rows of FA3's Table 3.
 
     Inputs are rounded to float16 and every GEMM accumulates in float32.
@@ -261,6 +307,9 @@ def fp16_attention(q, k, v, style="flash", softmax_scale=None, block_k=64):
     ``style="flash"``: ``S`` stays in float32, online softmax in float32, the unnormalised
     ``exp(S - m)`` is rounded to fp16 for the ``P V`` GEMM, ``A / l`` in float32, then ``O`` is
     rounded to fp16. Returns float32 ``[B, Sq, H, Dv]``.
+    ``round_scores=True`` (flash style only) stores the scores in fp16 as the standard form does
+    (``Q K^T`` rounded, then scaled and rounded again): the flash form with its float32 scores
+    removed, for controls.
     """
     if style not in ("flash", "standard"):
         raise ValueError(f"style must be 'flash' or 'standard', got {style!r}")
@@ -277,17 +326,22 @@ def fp16_attention(q, k, v, style="flash", softmax_scale=None, block_k=64):
         s = half(half(qh @ kh.transpose(-1, -2)) * scale)  # fp16 GEMM output, then an fp16 scaling
         p = half(torch.softmax(s, dim=-1))
         return half(p @ vh).transpose(1, 2)
-    out, _ = _tiled_softmax_pv(qh, kh, vh, scale, block_k, round_p=half)
+    out, _ = _tiled_softmax_pv(qh, kh, vh, scale, block_k, round_p=half,
+                               round_s=half if round_scores else None)
     return half(out).transpose(1, 2)
 
 
-def _tiled_softmax_pv(q, k, v, scale, block_k, round_p):
-    """Non-causal online softmax over key tiles with ``round_p`` applied to each ``exp(S - m)``."""
+def _tiled_softmax_pv(q, k, v, scale, block_k, round_p, round_s=None):
+    """Non-causal online softmax over key tiles with ``round_p`` applied to each ``exp(S - m)``
+    (and ``round_s``, if given, to ``Q K^T`` and to the scaled scores)."""
     m = q.new_full(q.shape[:-1], float("-inf"))
     l = torch.zeros_like(m)
     acc = q.new_zeros(*q.shape[:-1], v.shape[-1])
     for j0 in range(0, k.shape[-2], block_k):
-        s = scale * (q @ k[:, :, j0:j0 + block_k].transpose(-1, -2))
+        if round_s is None:
+            s = scale * (q @ k[:, :, j0:j0 + block_k].transpose(-1, -2))
+        else:
+            s = round_s(round_s(q @ k[:, :, j0:j0 + block_k].transpose(-1, -2)) * scale)
         m_new = torch.maximum(m, s.amax(dim=-1))
         alpha = torch.exp(m - m_new)
         p = torch.exp(s - m_new[..., None])

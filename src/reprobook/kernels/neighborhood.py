@@ -39,6 +39,7 @@ Four forms sit behind :func:`na1d` / :func:`na2d` (``impl=``):
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
@@ -46,13 +47,39 @@ import torch
 
 from ._checks import FLOAT_DTYPES, check_impl, check_tensor, compute_dtype
 
-__all__ = ["na1d", "na2d", "neighborhood_mask", "neighborhood_indices", "default_tile", "IMPLS"]
+__all__ = ["na1d", "na2d", "neighborhood_mask", "neighborhood_indices", "default_tile", "IMPLS",
+           "planted_bug", "PLANTED_BUGS"]
 
 IMPLS = ("reference", "gemm", "torch", "fused", "triton")
 
 #: Upper bound on the number of attention scores one chunk of query tiles holds at a time in the
 #: blocked form (B * H * tiles * T * halo). It bounds the working set independently of N.
 CHUNK_SCORES = 1 << 18
+
+#: Bugs :func:`planted_bug` can plant in the GEMM, blocked and Triton forms (never in the dense
+#: reference or :func:`neighborhood_mask`), for a chapter's controls:
+#: ``"no-border-shift"``: non-causal windows stay centred on the query and are cut at the borders
+#: (flash-attention's sliding window, the classic NA mistake); ``"no-halo"``: every query tile
+#: visits every key of its dilation group instead of its halo (the output stays exact, the work
+#: becomes quadratic: the fused form's saving removed).
+PLANTED_BUGS = ("no-border-shift", "no-halo")
+_planted: str | None = None
+
+
+@contextlib.contextmanager
+def planted_bug(name: str):
+    """Run the GEMM, blocked and Triton forms with one of :data:`PLANTED_BUGS` planted, inside a
+    ``with`` block (a chapter's control on a broken method); the reference is never affected."""
+    global _planted
+    if name not in PLANTED_BUGS:
+        raise ValueError(f"planted_bug: unknown bug {name!r}; one of {PLANTED_BUGS}")
+    if _planted is not None:
+        raise RuntimeError(f"planted_bug({name!r}) inside planted_bug({_planted!r})")
+    _planted = name
+    try:
+        yield
+    finally:
+        _planted = None
 
 
 def default_tile(kernel_size: Sequence[int]) -> tuple[int, ...]:
@@ -146,6 +173,8 @@ def _window_bounds(i: torch.Tensor, n, k: int, causal: bool):
     left = k // 2
     right = k - 1 - left
     n = torch.as_tensor(n, device=i.device)
+    if _planted == "no-border-shift":  # planted bug: centred on the query, cut at the borders
+        return torch.clamp(i - left, min=0), torch.minimum(i + right, n - 1)
     center = torch.minimum(torch.clamp(i, min=left), n - 1 - right)
     return center - left, center + right
 
@@ -288,6 +317,8 @@ def _axis_tiles(length: int, k: int, d: int, causal: bool, tile: int, device=Non
     n_max = -(-length // d)
     t_len = min(tile, n_max)
     span = min(t_len + k - 1, n_max)
+    if _planted == "no-halo":  # planted bug: every tile visits its whole dilation group
+        span = n_max
     g_all, start_all, n_all = [], [], []
     for g in range(d):
         n_g = (length - g + d - 1) // d
@@ -298,6 +329,8 @@ def _axis_tiles(length: int, k: int, d: int, causal: bool, tile: int, device=Non
     g, start, n = torch.cat(g_all), torch.cat(start_all), torch.cat(n_all)
     lo_first, _ = _window_bounds(start, n, k, causal)
     base = torch.minimum(lo_first, torch.clamp(n - span, min=0))
+    if _planted == "no-halo":
+        base = torch.zeros_like(base)
     return dict(g=g, start=start, n=n, base=base, T=t_len, S=span, k=k, d=d, causal=causal)
 
 
@@ -409,7 +442,9 @@ def _na(query, key, value, na_dim, kernel_size, dilation, is_causal, scale, impl
         return _na_blocked(query, key, value, spatial, ks, dil, causal, scale, tile_shape)
     from ._neighborhood_triton import na_triton_forward
 
-    return na_triton_forward(query, key, value, spatial, ks, dil, causal, scale, tile_shape)
+    return na_triton_forward(query, key, value, spatial, ks, dil, causal, scale, tile_shape,
+                             shift_borders=_planted != "no-border-shift",
+                             halo=_planted != "no-halo")
 
 
 def na1d(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, kernel_size: int,
