@@ -33,7 +33,7 @@ chapters: $(VENV)/.installed
 
 nbval: $(VENV)/.installed
 	REPROBOOK_STATIC=1 $(PY) -m pytest --nbval-lax runs/smoke -q -p no:cacheprovider \
-	    --nbval-cell-timeout=600 -n $(JOBS) --dist loadfile
+	    --nbval-cell-timeout=600 --nbval-sanitize-with nbval-sanitize.cfg -n $(JOBS) --dist loadfile
 
 html: $(VENV)/.installed
 	$(RB) book --profile smoke --quiet

@@ -243,3 +243,36 @@ def test_a_chapter_without_torch_never_loads_it():
 def test_bad_device_is_refused_at_start():
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         ledger(device="tpu")
+
+
+def test_volatile_digits_are_masked_for_nbval_and_nothing_else():
+    """A timing's digits change from run to run: nbval's sanitizer (nbval-sanitize.cfg) masks them,
+    while verdicts and every other number are still compared."""
+    import re
+    from pathlib import Path
+
+    from nbval.plugin import get_sanitize_patterns
+
+    cfg = (Path(__file__).resolve().parents[1] / "nbval-sanitize.cfg").read_text()
+    patterns = get_sanitize_patterns(cfg)
+    assert len(patterns) == 2
+
+    def run(timing, other):
+        led = ledger()
+        led.claim("speedup", "s", source="p", criterion=at_least(1.5), threshold="notes",
+                  volatile=True)
+        led.claim("exact", "e", source="p", criterion=at_most(1e-6), threshold="ours", exact=True)
+        led.record("speedup", est(timing, timing + 1))
+        led.control("speedup", "c1", est(0.5, 0.9), what="chunk size 1")
+        led.record("exact", other)
+        led.control("exact", "bug", 1.0, what="bug")
+        out = []
+        for text in (led._repr_html_(), repr(led)):
+            for regex, replace in patterns:
+                text = re.sub(regex, replace, text)
+            out.append(text)
+        return out
+
+    assert run(2.0, 1e-9) == run(3.0, 1e-9)          # only the timing moved: equal
+    assert run(2.0, 1e-9) != run(2.0, 2e-9)          # another number moved: caught
+    assert "(varies)" in run(2.0, 1e-9)[0] and "«(varies)»" in run(2.0, 1e-9)[1]

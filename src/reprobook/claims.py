@@ -62,6 +62,7 @@ CONTROL_KINDS = ("broken", "positive")
 LEDGER_PATH_ENV = "REPROBOOK_LEDGER"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+-]*$")
+VOLATILE_NOTE = "a timing: these digits change from run to run"
 
 
 class LedgerError(ValueError):
@@ -226,6 +227,7 @@ class Claim:
     threshold: str = ""
     departure: str = ""
     exact: bool = False
+    volatile: bool = False
     result: Measurement = field(default_factory=Measurement)
     detail: str = ""
     reason: str = ""
@@ -250,6 +252,7 @@ class Claim:
             "id": self.id, "statement": self.statement, "source": self.source,
             "criterion": self.criterion.to_json() if self.criterion else None,
             "threshold": self.threshold, "departure": self.departure, "exact": self.exact,
+            "volatile": self.volatile,
             **self.result.to_json(), "verdict": self.verdict,
             "detail": self.detail, "reason": self.reason,
             "controls": [c.to_json() for c in self.controls], "no_control": self.no_control,
@@ -387,7 +390,8 @@ class Ledger:
             raise ValueError(f"claim {id!r} is declared twice")
 
     def claim(self, id: str, statement: str, *, source: str, criterion: Criterion,
-              threshold: str, departure: str = "", exact: bool = False) -> Claim:
+              threshold: str, departure: str = "", exact: bool = False,
+              volatile: bool = False) -> Claim:
         """Declare a claim.
 
         ``source``: where the paper makes it. ``criterion``: the acceptable values.
@@ -396,6 +400,8 @@ class Ledger:
         ``departure``: how and why the criterion departs from the paper's or the notes' (shown on
         the dashboard). ``exact=True``: a deterministic check that takes a single value; otherwise
         the claim is statistical and takes an :class:`~reprobook.intervals.Estimate`.
+        ``volatile=True``: its measured numbers change from run to run even with the same seed (a
+        timing); the ledger table marks them so nbval's re-run compares the verdict, not the digits.
         """
         self._new(id)
         if not isinstance(criterion, Criterion):
@@ -407,7 +413,8 @@ class Ledger:
         if not isinstance(departure, str):
             raise TypeError(f"claim {id!r}: departure must be a sentence (str)")
         c = Claim(id=id, statement=statement, source=source, criterion=criterion,
-                  threshold=threshold, departure=departure.strip(), exact=bool(exact))
+                  threshold=threshold, departure=departure.strip(), exact=bool(exact),
+                  volatile=bool(volatile))
         self.claims[id] = c
         return c
 
@@ -538,11 +545,12 @@ class Ledger:
     def __repr__(self) -> str:
         lines = [f"Claims ledger: {self.chapter} (profile {self.profile}, seed {self.seed})"]
         for r in self.rows():
+            measured = f"«{r['measured']}»" if r.get("volatile") else r["measured"]
             if r["control"]:
                 lines.append(f"    control {r['control']}: {r['verdict']} (measured "
-                             f"{r['measured']}); {r['statement'].split(': ', 1)[1]}")
+                             f"{measured}); {r['statement'].split(': ', 1)[1]}")
                 continue
-            lines.append(f"- {r['claim']}: {r['verdict']} (measured {r['measured']}, "
+            lines.append(f"- {r['claim']}: {r['verdict']} (measured {measured}, "
                          f"criterion {r['criterion']})" + (f"; {r['note']}" if r["note"] else ""))
         return "\n".join(lines)
 
@@ -584,14 +592,15 @@ def ledger_rows(claims: list[dict]) -> list[dict]:
             note = f"departs: {c['departure']}" + (f"; {note}" if note else "")
         if c.get("no_control"):
             note += ("; " if note else "") + f"no control: {c['no_control']}"
+        vol = bool(c.get("volatile"))
         out.append({"claim": c["id"], "control": "", "statement": c["statement"],
                     "criterion": crit, "measured": _measured(c), "evidence": _evidence(c),
-                    "verdict": c["verdict"], "note": note})
+                    "verdict": c["verdict"], "note": note, "volatile": vol})
         for k in c.get("controls") or []:
             label = "positive control" if k.get("kind") == "positive" else "control"
             out.append({"claim": c["id"], "control": k["name"], "statement": f"{label}: {k['what']}",
                         "criterion": "same", "measured": _measured(k), "evidence": _evidence(k),
-                        "verdict": k["verdict"],
+                        "verdict": k["verdict"], "volatile": vol,
                         "note": "; ".join(x for x in (k.get("why"), k.get("detail")) if x)})
     return out
 
@@ -606,11 +615,14 @@ def ledger_html(rows: list[dict], caption: str) -> str:
         first = (f'<td class="rb-control-name">↳ <code>{html.escape(r["control"])}</code></td>'
                  if r["control"] else f"<td><code>{html.escape(r['claim'])}</code></td>")
         row_cls = ' class="rb-control-row"' if r["control"] else ""
-        body.append(f"<tr{row_cls}>" + first + "".join(
-            f"<td>{html.escape(str(r[k]))}</td>" for k in ("statement", "criterion", "measured",
-                                                              "evidence")
-        ) + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td>'
-            f"<td>{html.escape(r['note'])}</td></tr>")
+        measured = html.escape(r["measured"])
+        if r.get("volatile"):  # varies run to run: nbval masks what is inside this span
+            measured = f'<span class="rb-volatile" title="{VOLATILE_NOTE}">{measured}</span>'
+        body.append(f"<tr{row_cls}>" + first
+                    + f"<td>{html.escape(r['statement'])}</td><td>{html.escape(r['criterion'])}</td>"
+                    + f"<td>{measured}</td><td>{html.escape(r['evidence'])}</td>"
+                    + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td>'
+                    f"<td>{html.escape(r['note'])}</td></tr>")
     return (f'<div class="rb-ledger-wrap"><table class="rb-ledger"><caption>{caption}; control '
             f"rows (↳) re-run the check on a broken method</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>")

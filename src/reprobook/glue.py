@@ -14,7 +14,6 @@ ledger would count as the chapter's compute.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 __all__ = ["glue", "PREFIX"]
@@ -36,9 +35,7 @@ def _plain(value: Any) -> Any:
     """A numpy or torch scalar as a Python number, so format specs like ``:.3f`` apply."""
     if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
         value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
+    return value  # inf and nan stay floats: their text "inf" still takes a float format spec
 
 
 def glue(name: str, value: Any) -> None:
