@@ -1,14 +1,17 @@
 """LinearLM with pluggable mixers, and the MQAR training loop."""
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn as nn
 
+from reprobook import seed_everything
 from reprobook.data.mqar import make_mqar
 from reprobook.models.linear_lm import (MIXERS, LinearLM, QKVMixer, ShortConv, linear_attention,
                                         register_mixer)
-from reprobook.models.train import MQARTask, TrainConfig, evaluate, lr_at, run_mqar, train_mqar
+from reprobook.models.train import (MQARTask, TrainConfig, evaluate, held_out_set, lookup_accuracy,
+                                    lr_at, run_mqar, train_mqar)
 
 
 @pytest.mark.parametrize("mixer", ["deltanet", "linear", "softmax"])
@@ -128,3 +131,30 @@ def test_train_mqar_with_a_given_model():
     res = train_mqar(model, MQARTask(16, 2, 16), TrainConfig(steps=3, batch_size=4, eval_examples=8),
                      seed=3, mixer="softmax")
     assert res.num_parameters == model.num_parameters() and len(res.history) == 3
+
+
+def test_eval_at_start_scores_the_untrained_model_without_changing_training():
+    task = MQARTask(seq_len=16, num_kv_pairs=2, vocab_size=16)
+    kw = dict(d_model=16, n_layers=1, mlp_ratio=0)
+    cfg = TrainConfig(steps=5, batch_size=8, eval_examples=32)
+    plain = run_mqar("linear", task, cfg, seed=2, model_kwargs=kw)
+    with_start = run_mqar("linear", task, replace(cfg, eval_at_start=True), seed=2, model_kwargs=kw)
+    assert plain.initial_accuracy is None
+    assert with_start.history == plain.history and with_start.accuracy == plain.accuracy
+    # the untrained model of the same seed, scored on the same held-out set
+    seed_everything(2)
+    fresh = LinearLM(16, mixer="linear", **kw)
+    held_out = held_out_set(task, cfg, 2)
+    assert with_start.initial_accuracy == evaluate(fresh, held_out)
+
+
+def test_lookup_oracle_answers_every_query_and_is_not_fooled_by_fillers():
+    task = MQARTask(seq_len=32, num_kv_pairs=4, vocab_size=16, random_non_queries=True)
+    cfg = TrainConfig(eval_examples=64)
+    batch = held_out_set(task, cfg, seed=3)
+    assert lookup_accuracy(batch) == 1.0
+    # the held-out set is the one training scores on
+    assert torch.equal(batch.inputs, held_out_set(task, cfg, seed=3).inputs)
+    # a lookup that reads the wrong neighbour is wrong: shift the answers by one value
+    broken = replace(batch, targets=torch.where(batch.targets >= 0, batch.targets + 1, batch.targets))
+    assert lookup_accuracy(broken) < 0.2

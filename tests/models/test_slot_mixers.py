@@ -54,3 +54,23 @@ def test_bad_options_name_the_argument():
         GLAMixer(16, 1, gate_normalizer=-1)
     with pytest.raises(ValueError, match="gate_rank"):
         GLAMixer(16, 1, gate_rank=1.5)
+
+
+def test_gsa_with_half_as_many_slots_keeps_as_many_numbers_as_gla():
+    """Equal state at m = d/2 (2 m d = d^2), counted from the final states the kernels return, and
+    the mixers' own accounting agrees (this was the gated-slot-attention chapter's `equal-state`,
+    true by construction, so a unit test rather than a claim)."""
+    from reprobook.kernels.gla import chunk_gla
+    from reprobook.kernels.gsa import chunk_gsa
+
+    for d in (16, 32):
+        probe = torch.zeros(1, 3, 1, d)
+        slots = torch.zeros(1, 3, 1, d // 2)
+        _, gla_state = chunk_gla(probe, probe, probe, probe, output_final_state=True)
+        _, (hk, hv) = chunk_gsa(probe, probe, probe, slots, slots, output_final_state=True)
+        assert hk.numel() + hv.numel() == gla_state.numel() == d * d
+        assert GSAMixer(d, 1, n_slots=d // 2).state_size() == hk.numel() + hv.numel()
+        assert GLAMixer(d, 1).state_size() == gla_state.numel()
+        # and twice the slots is twice the state
+        _, big = chunk_gsa(probe, probe, probe, probe, probe, output_final_state=True)
+        assert sum(x.numel() for x in big) == 2 * d * d

@@ -29,7 +29,7 @@ import torch
 
 from reprobook.kernels.delta_rule import chunk_delta_rule, fused_recurrent_delta_rule, l2norm
 
-__all__ = ["inputs", "time_interleaved", "cpu_table", "main"]
+__all__ = ["inputs", "time_rounds", "time_interleaved", "cpu_table", "main"]
 
 
 def inputs(B, T, H, D, device="cpu", dtype=torch.float32, seed=0):
@@ -42,22 +42,45 @@ def inputs(B, T, H, D, device="cpu", dtype=torch.float32, seed=0):
     return tuple(x.to(device) for x in (q, k, v, beta))
 
 
-def time_interleaved(fns: dict, repeats: int, clock=time.perf_counter) -> dict:
-    """Median time of each callable in ``fns``; one warm-up, then ``repeats`` rounds in turn.
+def time_rounds(fns: dict, rounds: int, clock=time.perf_counter, sync=None, inner: int = 1) -> dict:
+    """Per-round times of each callable in ``fns``: one warm-up of each, then ``rounds`` rounds
+    in which every callable runs once, in turn. Returns ``{name: [seconds per round]}``.
 
-    ``clock=time.thread_time`` counts only the CPU time of the calling thread: with torch on one
-    thread that is the work itself, and other processes on a busy machine (CI runs chapters side
-    by side) no longer inflate it. Wall time (the default) is right for multi-threaded runs.
+    Interleaving puts slow drifts of a shared machine into every callable's times alike, so round
+    ``r`` of two callables is a paired replicate. ``clock=time.thread_time`` counts only the CPU
+    time of the calling thread: with torch on one thread that is the work itself, and other
+    processes no longer inflate it. ``sync`` (``torch.cuda.synchronize`` on a GPU) is called
+    before the clock starts and before it stops, so asynchronous kernels are timed to completion.
+    ``inner > 1``: a round times each callable ``inner`` times back to back and keeps the minimum
+    (timeit's advice: the least disturbed run), which damps the spikes of a busy machine.
     """
+    for name, x in (("rounds", rounds), ("inner", inner)):
+        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+            raise ValueError(f"{name} must be a positive int, got {x!r}")
     for f in fns.values():
         f()
+    if sync is not None:
+        sync()
     times = {name: [] for name in fns}
-    for _ in range(repeats):
+    for _ in range(rounds):
         for name, f in fns.items():
-            t0 = clock()
-            f()
-            times[name].append(clock() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            best = float("inf")
+            for _ in range(inner):
+                if sync is not None:
+                    sync()
+                t0 = clock()
+                f()
+                if sync is not None:
+                    sync()
+                best = min(best, clock() - t0)
+            times[name].append(best)
+    return times
+
+
+def time_interleaved(fns: dict, repeats: int, clock=time.perf_counter) -> dict:
+    """Median time of each callable in ``fns`` over ``repeats`` interleaved rounds
+    (:func:`time_rounds`)."""
+    return {name: statistics.median(ts) for name, ts in time_rounds(fns, repeats, clock).items()}
 
 
 def _fla_naive():

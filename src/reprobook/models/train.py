@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from ..data.mqar import IGNORE_INDEX, MQARBatch, check_mqar_config, make_mqar
 from .linear_lm import LinearLM
 
-__all__ = ["MQARTask", "TrainConfig", "TrainResult", "lr_at", "evaluate", "train_mqar", "run_mqar"]
+__all__ = ["MQARTask", "TrainConfig", "TrainResult", "lr_at", "evaluate", "held_out_set",
+           "lookup_accuracy", "train_mqar", "run_mqar"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     eval_examples: int = 256
     eval_every: int = 0          # 0: evaluate only at the end
+    eval_at_start: bool = False  # also score the untrained model (``TrainResult.initial_accuracy``)
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "eval_examples"):
@@ -72,13 +74,16 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """What a run produced: final held-out accuracy, a history of (step, loss, accuracy)."""
+    """What a run produced: final held-out accuracy, a history of (step, loss, accuracy), and,
+    with ``TrainConfig(eval_at_start=True)``, the untrained model's accuracy on the same held-out
+    set (a free control: the same model and data with the training removed)."""
 
     mixer: str
     seed: int
     accuracy: float
     num_parameters: int
     history: list[dict] = field(default_factory=list)
+    initial_accuracy: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,6 +114,31 @@ def evaluate(model: torch.nn.Module, batch: MQARBatch, device="cpu", batch_size:
     return right / max(total, 1)
 
 
+def held_out_set(task: MQARTask, config: TrainConfig, seed: int) -> MQARBatch:
+    """The held-out batch a run with ``seed`` is scored on (its own stream, seed ``2**31 - 1 - seed``),
+    the same for every model trained with that seed."""
+    return task.sample(config.eval_examples, torch.Generator().manual_seed(2**31 - 1 - int(seed)))
+
+
+def lookup_accuracy(batch: MQARBatch) -> float:
+    """Accuracy of an exact lookup on ``batch``: at each query, answer with the token that followed
+    the *first* earlier occurrence of the query's key (in MQAR, the key's place in the context).
+
+    A perfect associative memory with no parameters: an oracle, used as a positive control (what a
+    model that recalls every pair scores on the same held-out set).
+    """
+    x, y = batch.inputs, batch.targets
+    L = x.shape[1]
+    same = x[:, :, None] == x[:, None, :]                            # [N, j, p]: x_j == x_p
+    earlier = torch.ones(L, L, dtype=torch.bool).triu(1)             # j < p
+    hit = same & earlier
+    first = hit.int().argmax(1)                                      # [N, p]: first such j (0 if none)
+    nxt = x.gather(1, (first + 1).clamp(max=L - 1))
+    pred = torch.where(hit.any(1), nxt, torch.zeros_like(nxt))
+    mask = y != IGNORE_INDEX
+    return float(((pred == y) & mask).sum()) / max(int(mask.sum()), 1)
+
+
 def train_mqar(model: torch.nn.Module, task: MQARTask, config: TrainConfig, *, seed: int,
                device="cpu", mixer: str = "?") -> TrainResult:
     """Train ``model`` in place on MQAR batches drawn from a generator seeded with ``seed``.
@@ -119,13 +149,14 @@ def train_mqar(model: torch.nn.Module, task: MQARTask, config: TrainConfig, *, s
     device = torch.device(device)
     model.to(device).train()
     g_train = torch.Generator().manual_seed(int(seed))
-    held_out = task.sample(config.eval_examples, torch.Generator().manual_seed(2**31 - 1 - int(seed)))
+    held_out = held_out_set(task, config, seed)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=config.lr,
                             betas=(0.9, 0.98))
     history = []
+    initial = evaluate(model, held_out, device) if config.eval_at_start else None
     for step in range(config.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, config)
@@ -146,7 +177,7 @@ def train_mqar(model: torch.nn.Module, task: MQARTask, config: TrainConfig, *, s
     history[-1]["accuracy"] = acc
     n_params = sum(p.numel() for p in model.parameters())
     return TrainResult(mixer=mixer, seed=int(seed), accuracy=acc, num_parameters=n_params,
-                       history=history)
+                       history=history, initial_accuracy=initial)
 
 
 def run_mqar(mixer: str, task: MQARTask, config: TrainConfig, *, seed: int,
