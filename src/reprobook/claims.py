@@ -606,23 +606,31 @@ def ledger_rows(claims: list[dict]) -> list[dict]:
 
 
 def ledger_html(rows: list[dict], caption: str) -> str:
-    """The ledger table (HTML) of :func:`ledger_rows`; ``caption`` is trusted HTML."""
-    cols = ("claim", "statement", "criterion", "measured", "evidence", "verdict", "note")
-    head = "".join(f"<th>{h}</th>" for h in cols)
+    """The ledger table (HTML) of :func:`ledger_rows`; ``caption`` is trusted HTML.
+
+    Five columns (claim, statement, criterion, measured with its evidence beneath, verdict); a
+    row's note (departure, detail, why it is inconclusive) runs under it across the table, so long
+    notes do not squeeze the columns."""
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "statement", "criterion", "measured",
+                                              "verdict"))
     body = []
     for r in rows:
         cls = "rb-" + r["verdict"].replace(" ", "-")
         first = (f'<td class="rb-control-name">↳ <code>{html.escape(r["control"])}</code></td>'
                  if r["control"] else f"<td><code>{html.escape(r['claim'])}</code></td>")
-        row_cls = ' class="rb-control-row"' if r["control"] else ""
+        kind = "rb-control-row" if r["control"] else "rb-claim-row"
         measured = html.escape(r["measured"])
         if r.get("volatile"):  # varies run to run: nbval masks what is inside this span
             measured = f'<span class="rb-volatile" title="{VOLATILE_NOTE}">{measured}</span>'
-        body.append(f"<tr{row_cls}>" + first
+        if r["evidence"]:
+            measured += f'<div class="rb-evidence">{html.escape(r["evidence"])}</div>'
+        body.append(f'<tr class="{kind}">' + first
                     + f"<td>{html.escape(r['statement'])}</td><td>{html.escape(r['criterion'])}</td>"
-                    + f"<td>{measured}</td><td>{html.escape(r['evidence'])}</td>"
-                    + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td>'
-                    f"<td>{html.escape(r['note'])}</td></tr>")
+                    + f"<td>{measured}</td>"
+                    + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td></tr>')
+        if r["note"]:
+            body.append(f'<tr class="{kind} rb-note-row"><td></td>'
+                        f'<td colspan="4">{html.escape(r["note"])}</td></tr>')
     return (f'<div class="rb-ledger-wrap"><table class="rb-ledger"><caption>{caption}; control '
             f"rows (↳) re-run the check on a broken method</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>")
