@@ -255,15 +255,15 @@ def test_volatile_digits_are_masked_for_nbval_and_nothing_else():
 
     cfg = (Path(__file__).resolve().parents[1] / "nbval-sanitize.cfg").read_text()
     patterns = get_sanitize_patterns(cfg)
-    assert len(patterns) == 2
+    assert len(patterns) == 3
 
-    def run(timing, other):
+    def run(timing, other, control=(0.5, 0.9)):
         led = ledger()
         led.claim("speedup", "s", source="p", criterion=at_least(1.5), threshold="notes",
                   volatile=True)
         led.claim("exact", "e", source="p", criterion=at_most(1e-6), threshold="ours", exact=True)
         led.record("speedup", est(timing, timing + 1))
-        led.control("speedup", "c1", est(0.5, 0.9), what="chunk size 1")
+        led.control("speedup", "c1", est(*control), what="chunk size 1")
         led.record("exact", other)
         led.control("exact", "bug", 1.0, what="bug")
         out = []
@@ -274,5 +274,6 @@ def test_volatile_digits_are_masked_for_nbval_and_nothing_else():
         return out
 
     assert run(2.0, 1e-9) == run(3.0, 1e-9)          # only the timing moved: equal
+    assert run(2.0, 1e-9) == run(2.0, 1e-9, (1.2, 1.8))  # its control's verdict moved: equal
     assert run(2.0, 1e-9) != run(2.0, 2e-9)          # another number moved: caught
     assert "(varies)" in run(2.0, 1e-9)[0] and "«(varies)»" in run(2.0, 1e-9)[1]

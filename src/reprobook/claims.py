@@ -62,7 +62,7 @@ CONTROL_KINDS = ("broken", "positive")
 LEDGER_PATH_ENV = "REPROBOOK_LEDGER"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+-]*$")
-VOLATILE_NOTE = "a timing: these digits change from run to run"
+VOLATILE_NOTE = "a timing: it changes from run to run (the runner checks the claim's verdict)"
 
 
 class LedgerError(ValueError):
@@ -401,7 +401,8 @@ class Ledger:
         the dashboard). ``exact=True``: a deterministic check that takes a single value; otherwise
         the claim is statistical and takes an :class:`~reprobook.intervals.Estimate`.
         ``volatile=True``: its measured numbers change from run to run even with the same seed (a
-        timing); the ledger table marks them so nbval's re-run compares the verdict, not the digits.
+        timing); the ledger table marks them, and its controls', so nbval's re-run does not compare
+        them (the runner still checks the claim's verdict against the sidecar).
         """
         self._new(id)
         if not isinstance(criterion, Criterion):
@@ -545,12 +546,14 @@ class Ledger:
     def __repr__(self) -> str:
         lines = [f"Claims ledger: {self.chapter} (profile {self.profile}, seed {self.seed})"]
         for r in self.rows():
-            measured = f"«{r['measured']}»" if r.get("volatile") else r["measured"]
+            vol = r.get("volatile")
+            measured = f"«{r['measured']}»" if vol else r["measured"]
+            verdict = f"«{r['verdict']}»" if vol else r["verdict"]
             if r["control"]:
-                lines.append(f"    control {r['control']}: {r['verdict']} (measured "
+                lines.append(f"    control {r['control']}: {verdict} (measured "
                              f"{measured}); {r['statement'].split(': ', 1)[1]}")
                 continue
-            lines.append(f"- {r['claim']}: {r['verdict']} (measured {measured}, "
+            lines.append(f"- {r['claim']}: {verdict} (measured {measured}, "
                          f"criterion {r['criterion']})" + (f"; {r['note']}" if r["note"] else ""))
         return "\n".join(lines)
 
@@ -624,10 +627,14 @@ def ledger_html(rows: list[dict], caption: str) -> str:
             measured = f'<span class="rb-volatile" title="{VOLATILE_NOTE}">{measured}</span>'
         if r["evidence"]:
             measured += f'<div class="rb-evidence">{html.escape(r["evidence"])}</div>'
+        verdict = html.escape(r["verdict"])
+        if r.get("volatile"):
+            verdict = f'<span class="rb-volatile" title="{VOLATILE_NOTE}">{verdict}</span>'
         body.append(f'<tr class="{kind}">' + first
                     + f"<td>{html.escape(r['statement'])}</td><td>{html.escape(r['criterion'])}</td>"
                     + f"<td>{measured}</td>"
-                    + f'<td class="rb-verdict {cls}">{html.escape(r["verdict"])}</td></tr>')
+                    + f'<td class="rb-verdict {cls}"{" data-volatile" if r.get("volatile") else ""}>'
+                    + f"{verdict}</td></tr>")
         if r["note"]:
             body.append(f'<tr class="{kind} rb-note-row"><td></td>'
                         f'<td colspan="4">{html.escape(r["note"])}</td></tr>')
