@@ -70,8 +70,8 @@ def test_datasets_are_deterministic_and_shaped():
         gaussian_mixture(0, 1, 2, rng=rng(0))
 
 
-def test_sweep_and_bootstrap_ratio_of_a_method_with_itself_is_one():
-    from reprobook.ann.evaluate import bootstrap_cost_ratio, cost_ratio, sweep
+def test_sweep_and_ratio_of_a_method_with_itself_is_one():
+    from reprobook.ann.evaluate import cost_at_recall, cost_ratio, sweep
     from reprobook.ann.graph import beam_search, build_graph
 
     X, Q = gaussian_mixture(400, 30, 8, 5, 1.0, rng(2, 0))
@@ -81,8 +81,8 @@ def test_sweep_and_bootstrap_ratio_of_a_method_with_itself_is_one():
     assert s.recall.shape == (5, 30) and s.cost.shape == (5, 30)
     target = float(s.curve()[0][1] + s.curve()[0][2]) / 2
     assert cost_ratio([s], [s], target) == pytest.approx(1.0)
-    r, lo, hi, share = bootstrap_cost_ratio([s], [s], target, 20, rng(2, 1))
-    assert r == pytest.approx(1.0) and lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
+    assert cost_at_recall(*s.curve(), target) == pytest.approx(
+        cost_at_recall(*s.curve(what="cost"), target))
     # doubling the method's cost halves the ratio
     s2 = type(s)(ef=s.ef, recall=s.recall, cost=2 * s.cost, hops=s.hops, seconds=s.seconds)
     assert cost_ratio([s], [s2], target) == pytest.approx(0.5)

@@ -45,6 +45,27 @@ def test_zero_prior_weight_is_local_training(data):
     assert any(not torch.equal(pa, pc) for pa, pc in zip(a[0].parameters(), c[0].parameters()))
 
 
+def test_prior_sign_flips_only_the_prior_term(data):
+    kw = dict(rounds=3, local_steps=4, generator_seed=1)
+    plus = train_fedbnn(data, [8], prior_weight=1.0, **kw)
+    minus = train_fedbnn(data, [8], prior_weight=1.0, prior_sign=-1.0, **kw)
+    assert any(not torch.equal(p, q) for p, q in zip(plus[0].parameters(), minus[0].parameters()))
+    # without a prior the sign has nothing to act on: still bit-exact local training
+    local = train_local(data, [8], **kw)
+    flipped0 = train_fedbnn(data, [8], prior_weight=0.0, prior_sign=-1.0, **kw)
+    for ma, mb in zip(local, flipped0):
+        assert all(torch.equal(p, q) for p, q in zip(ma.parameters(), mb.parameters()))
+    # pushing away from the aggregate moves a client's outputs on the public set further from it
+    phi = aggregate(torch.stack([m.predict_proba(data.public, 8, torch.Generator().manual_seed(0))
+                                 for m in plus]))
+    kl = lambda models: float(sum((phi[c] * (phi[c].log() - m.predict_proba(
+        data.public, 8, torch.Generator().manual_seed(0)).clamp_min(1e-12).log())).sum(-1).mean()
+        for c, m in enumerate(models)))
+    assert kl(minus) > kl(plus)
+    with pytest.raises(ValueError, match="prior_sign"):
+        train_fedbnn(data, [8], prior_weight=1.0, prior_sign=0.5, **kw)
+
+
 def test_heterogeneous_architectures(data):
     archs = [[4], [8], [8, 8]]
     models = train_fedbnn(data, archs, rounds=2, local_steps=2, prior_weight=1.0, generator_seed=0,

@@ -4,8 +4,9 @@ A *sweep* runs a search over a list of result-list sizes ``ef`` and keeps, per `
 query, recall@k and the number of distance computations. Two methods are compared at equal recall:
 for each, the mean cost needed to reach a target recall is interpolated along its sweep
 (:func:`cost_at_recall`), and the ratio baseline / method is the speed-up (> 1: the method needs
-fewer distance computations). Its uncertainty comes from a paired bootstrap over queries
-(resampled within each seed, the same queries for both methods).
+fewer distance computations). Its uncertainty belongs to the replicates the chapter varies
+(independent graph builds): compute one cost at the target per build with :func:`cost_at_recall`
+and pass the two lists to :func:`reprobook.intervals.ratio`.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .exact import recall_at_k
 
-__all__ = ["Sweep", "sweep", "cost_at_recall", "cost_ratio", "bootstrap_cost_ratio"]
+__all__ = ["Sweep", "sweep", "cost_at_recall", "cost_ratio"]
 
 
 @dataclass
@@ -99,32 +100,10 @@ def cost_ratio(base, method, target: float, what: str = "cost", cols=None) -> fl
     """Baseline cost / method cost at ``target`` recall, pooling the queries of all seeds.
 
     ``base`` and ``method`` are lists of :class:`Sweep` (one per seed, same queries pairwise);
-    ``cols`` optionally picks query columns per seed (used by the bootstrap)."""
+    ``cols`` optionally picks query columns per seed."""
     if len(base) != len(method) or not base:
         raise ValueError("base and method need the same, non-zero number of sweeps (one a seed)")
     cols = cols or [slice(None)] * len(base)
     cb = cost_at_recall(*_pooled(base, cols, what), target)
     cm = cost_at_recall(*_pooled(method, cols, what), target)
     return cb / cm
-
-
-def bootstrap_cost_ratio(base, method, target: float, n_boot: int, rng: np.random.Generator,
-                         what: str = "cost", level: float = 0.95):
-    """The ratio of :func:`cost_ratio` and a percentile bootstrap interval over queries.
-
-    Returns ``(ratio, low, high, share_defined)``: ``share_defined`` is the fraction of resamples
-    in which both sweeps bracket the target (if it is small, widen the ``ef`` sweep)."""
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    point = cost_ratio(base, method, target, what)
-    vals = []
-    for _ in range(n_boot):
-        cols = [rng.integers(0, s.recall.shape[1], s.recall.shape[1]) for s in base]
-        vals.append(cost_ratio(base, method, target, what, cols))
-    vals = np.asarray(vals)
-    ok = np.isfinite(vals)
-    if not ok.any():
-        return point, float("nan"), float("nan"), 0.0
-    a = (1 - level) / 2
-    lo, hi = np.quantile(vals[ok], [a, 1 - a])
-    return point, float(lo), float(hi), float(ok.mean())

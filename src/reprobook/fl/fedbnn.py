@@ -72,17 +72,21 @@ def _full_sizes(hidden, data):
 def train_fedbnn(data: FederatedData, hidden: Sequence | Sequence[Sequence], rounds: int,
                  local_steps: int, prior_weight: float, generator_seed: int, lr: float = 0.02,
                  prior_std: float = 1.0, n_samples: int = 8, temperature: float = 0.0,
-                 mechanism=None) -> list[BNN]:
+                 mechanism=None, prior_sign: float = 1.0) -> list[BNN]:
     """Run FedBNN and return the clients' personalized posteriors.
 
     ``hidden``: the hidden widths of every client's BNN, or one list per client (heterogeneous
     architectures). ``prior_weight`` is lambda; 0 gives local training (no communication used).
     ``mechanism`` (e.g. :class:`~reprobook.fl.privacy.GaussianMechanism`) privatises each message.
+    ``prior_sign=-1`` flips the sign of the function-space prior term, so training pushes a client's
+    outputs *away* from the aggregate: a planted bug for the chapter's controls.
     """
     if rounds < 1 or local_steps < 1:
         raise ValueError(f"rounds and local_steps must be >= 1, got {rounds}, {local_steps}")
     if prior_weight < 0:
         raise ValueError(f"prior_weight must be >= 0, got {prior_weight}")
+    if prior_sign not in (1.0, -1.0):
+        raise ValueError(f"prior_sign must be +1 or -1, got {prior_sign}")
     n = len(data.clients)
     archs = _sizes_per_client(list(hidden), n)
     # separate streams: training noise vs communication noise, so lambda = 0 is bit-exact local
@@ -99,7 +103,8 @@ def train_fedbnn(data: FederatedData, hidden: Sequence | Sequence[Sequence], rou
                 if targets is not None and prior_weight > 0:
                     logq = torch.log_softmax(m(data.public, train_g[c]), -1)
                     phi = targets[c]
-                    loss = loss + prior_weight * (phi * (phi.clamp_min(1e-12).log() - logq)).sum(-1).mean()
+                    kl = (phi * (phi.clamp_min(1e-12).log() - logq)).sum(-1).mean()
+                    loss = loss + prior_sign * prior_weight * kl
                 loss.backward()
                 opt.step()
         if prior_weight > 0 and r < rounds - 1:
