@@ -152,6 +152,15 @@ def test_publish_writes_small_results_and_marks_them_stale(tiny_book, capsys):
     capsys.readouterr()
     assert main(["list"]) == 0
     assert "stale: the notebook changed" in capsys.readouterr().out
+    make_chapter(tiny_book, "h-pmd")  # never published
+    assert main(["run", "--all", "--profile", "cpu", "--stale", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "clipped-sgd" in out and "h-pmd" in out
+    assert main(["run", "--all", "--profile", "cpu", "--stale", "--publish"]) == 0
+    capsys.readouterr()
+    assert main(["run", "--all", "--profile", "cpu", "--stale", "--dry-run"]) == 0
+    assert "no chapters selected" in capsys.readouterr().err
+    assert main(["run", "--all", "--stale"]) == 2
 
 
 def test_dry_run_checks_everything_and_runs_nothing(tiny_book, capsys):

@@ -8,6 +8,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .chapters import ChapterError, discover, select
@@ -63,6 +64,15 @@ def cmd_run(args) -> int:
     from .runner import run_chapters
 
     chapters = select(args.slugs, part=args.part, all_=args.all)
+    if args.stale:
+        from .publish import load_published
+
+        if args.profile == SMOKE:
+            err.print("[red]error:[/] --stale selects chapters whose published result (cpu, gpu) "
+                      "is missing or out of date: use it with --profile cpu or gpu")
+            return 2
+        chapters = [c for c in chapters if args.profile in c.profile_names and (
+            (pub := load_published(c, args.profile)) is None or pub.stale)]
     if not chapters:
         err.print("[yellow]no chapters selected[/]")
         return 0
@@ -112,13 +122,13 @@ def cmd_run(args) -> int:
             bad += 1
             cell = o.cell or {}
             where = f" in cell {cell.get('index')}" if cell else ""
-            err.print(f"[red]FAILED[/] {o.part}/{o.slug}: {o.status}{where}: {o.error}")
+            err.print(f"[red]FAILED[/] {o.part}/{o.slug}: {o.status}{where}: {escape(str(o.error))}")
             if cell.get("source"):
-                err.print("  cell source:\n    " + cell["source"][:600].replace("\n", "\n    "))
+                err.print("  cell source:\n    " + escape(cell["source"][:600]).replace("\n", "\n    "))
             err.print(f"  executed notebook: runs/{o.profile}/{o.part}/{o.slug}.error.ipynb")
         elif o.mismatches:
             bad += 1
-            err.print(f"[red]VERDICTS DIFFER[/] {o.part}/{o.slug}: " + "; ".join(o.mismatches))
+            err.print(f"[red]VERDICTS DIFFER[/] {o.part}/{o.slug}: " + escape("; ".join(o.mismatches)))
     if bad:
         err.print(f"[red]{bad} chapter(s) failed or changed verdicts[/]")
     return 1 if bad else 0
@@ -206,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one parameter (repeatable)")
     s.add_argument("--publish", action="store_true",
                    help="write each finished chapter's result to results/<profile>/ (cpu, gpu)")
+    s.add_argument("--stale", action="store_true",
+                   help="only the chapters whose published result at --profile is missing or stale")
     s.add_argument("--dry-run", action="store_true",
                    help="check chapters and parameters and show what would run; run nothing")
     s.set_defaults(fn=cmd_run)
