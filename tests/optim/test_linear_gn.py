@@ -7,7 +7,7 @@ from reprobook import rng
 from reprobook.linalg.spectrum import condition_number, nonzero_eigenvalues
 from reprobook.models.deep_linear import DeepLinear, deep_linear, residual_linear
 from reprobook.optim.gauss_newton import gauss_newton, gauss_newton_eigenvalues
-from reprobook.optim.linear_gn import (ff_matrix, gn_core, jacobian_factor, linear_gn_bounds,
+from reprobook.optim.linear_gn import (ff_matrix, gn_core, gn_factor, jacobian_factor, linear_gn_bounds,
                                        linear_gn_eigenvalues, linear_gn_matrix, second_moment)
 
 
@@ -68,12 +68,16 @@ def test_centred_covariance_is_wrong():
 
 def test_rank_is_dk_and_bounds_are_ordered():
     g = rng(3, 2)
-    for dims in ([4, 6, 3], [4, 8, 8, 3], [4, 5, 7, 6, 3]):
+    for dims in ([4, 6, 3], [4, 8, 8, 3], [4, 5, 7, 6, 3], [4, 6, 6, 6, 3]):
         net = deep_linear(dims, g)
         x = data(n=50, d=4)
-        b = linear_gn_bounds(net.effective(), second_moment(x), net.scales())
+        b = linear_gn_bounds(net.effective(), second_moment(x), net.scales(), layerwise=True)
         assert b.rank == 4 * 3
-        assert b.kappa <= b.bound_ff * (1 + 1e-9) <= b.bound_cvx * (1 + 1e-9) <= b.bound_loose * (1 + 1e-9)
+        tol = 1 + 1e-9
+        assert b.kappa <= b.bound_ff * tol and b.bound_ff <= b.bound_cvx * tol
+        assert b.bound_cvx <= b.bound_loose * tol
+        if len(set(dims[1:-1])) == 1:        # constant hidden width: the layer-by-layer bound holds
+            assert b.bound_loose <= b.bound_layers * tol
         # the convex-combination form equals sum_l gamma_l kappa_l
         assert np.isclose(b.bound_cvx, b.kappa_sigma * np.sum(b.weights * b.layer_kappas))
 
@@ -110,7 +114,33 @@ def test_bad_input():
         linear_gn_eigenvalues(net.effective(), np.eye(3), scales=[1.0])
     with pytest.raises(ValueError, match="symmetric"):
         gn_core(net.effective(), np.triu(np.ones((3, 3))))
+    with pytest.raises(ValueError, match="non-finite"):
+        linear_gn_bounds([np.full((2, 3), np.inf)], np.eye(3))
     with pytest.raises(TypeError, match="non-empty list"):
         linear_gn_bounds(np.eye(3), np.eye(3))
     with pytest.raises(ValueError, match=r"shape \(n, d\)"):
         second_moment(np.ones(3))
+
+
+def test_square_root_factor_and_its_accuracy():
+    net = deep_linear([3, 5, 4, 2], rng(8, 2))
+    sig = second_moment(data())
+    b = gn_factor(net.effective(), sig, net.scales())
+    np.testing.assert_allclose(b @ b.T, gn_core(net.effective(), sig, net.scales()), rtol=1e-11, atol=1e-12)
+    # diagonal layers: FF^T is diagonal with known entries spanning 17 decades, beyond what an
+    # eigenvalue solver on FF^T resolves
+    a = [np.array([1.0, 1e-3, 1e-5, 2.0]), np.array([1.0, 1e-2, 1e-5, 0.5]), np.array([1.0, 1e-4, 1e-3, 3.0])]
+    mats = [np.diag(v) for v in a]
+    # FF^T = sum_l diag(P_l^2) (x) diag(S_l^2): entry (i, k) is sum_l prod_{j<l} a_j[i]^2 prod_{j>l} a_j[k]^2
+    full = np.sort(np.concatenate([[sum(np.prod([a[j][i] ** 2 if j < l else a[j][k] ** 2 if j > l else 1.0
+                                                 for j in range(3)]) for l in range(3))
+                                    for k in range(4)] for i in range(4)]))[::-1]
+    np.testing.assert_allclose(linear_gn_eigenvalues(mats, np.eye(4)), full, rtol=1e-10)
+    # and the fast path (an eigenvalue solver) agrees where it is accurate
+    well = deep_linear([3, 6, 2], rng(9, 2))
+    np.testing.assert_allclose(linear_gn_eigenvalues(well.effective(), np.eye(3)),
+                               np.linalg.svd(gn_factor(well.effective(), np.eye(3)), compute_uv=False) ** 2,
+                               rtol=1e-10)
+    assert full[0] / full[-1] > 1e17
+    b = linear_gn_bounds(mats, np.eye(4))
+    assert b.rank == 16 and b.kappa == pytest.approx(full[0] / full[-1], rel=1e-10)

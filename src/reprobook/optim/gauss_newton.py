@@ -24,6 +24,9 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 import torch
+# torch.func's transforms import torch._dynamo on their first call (about two seconds on a small
+# CPU); importing it here moves that one-time cost to where the caller imports this module.
+import torch._dynamo  # noqa: F401,E402
 
 __all__ = ["check_params", "flatten_params", "jacobian", "gauss_newton", "gauss_newton_eigenvalues",
            "gram_eigenvalues"]

@@ -26,7 +26,14 @@ inputs of nonzero mean the two differ, and only the second moment is right). :ma
 .. math:: M = (\Sigma^{1/2}\otimes I_K)\,FF^\top\,(\Sigma^{1/2}\otimes I_K), \qquad
           FF^\top = \sum_{l=1}^L c_l^2\,(P_l^\top P_l)\otimes(S_l S_l^\top),
 
-which is cheap however wide the network (:func:`linear_gn_eigenvalues`).
+which is cheap however wide the network. :func:`linear_gn_eigenvalues` computes them from a
+square root of :math:`M` rather than from :math:`M` itself: with the triangular factors
+:math:`P_l^\top P_l = R_l^\top R_l` and :math:`S_lS_l^\top = T_lT_l^\top` (QR decompositions),
+:math:`M = BB^\top` with :math:`B = (\Sigma^{1/2}\otimes I_K)[c_lR_l^\top\otimes T_l]_l`, and the
+eigenvalues are the squared singular values of :math:`B` (:func:`gn_factor`). Singular values are
+accurate to about :math:`10^{-16}` of the largest, so eigenvalues are resolved down to about
+:math:`10^{-30}\lambda_{\max}`; an eigenvalue solver on :math:`M` stops near :math:`10^{-16}\lambda_{\max}`,
+which deep square networks reach.
 
 **Bounds** (:func:`linear_gn_bounds`). :math:`\lambda_{\max}(M)\le\lambda_{\max}(\Sigma)\lambda_{\max}(FF^\top)`
 and :math:`\lambda_{\min}(M)\ge\lambda_{\min}(\Sigma)\lambda_{\min}(FF^\top)`, so
@@ -41,7 +48,11 @@ with :math:`s^{\max}_l = c_l^2\lambda_{\max}(P_l^\top P_l)\lambda_{\max}(S_lS_l^
 :math:`d\times d` and :math:`K\times K` Grams: zero when a layer is narrower than :math:`d` or
 :math:`K`), :math:`\kappa_l = s^{\max}_l/s^{\min}_l` and weights :math:`\gamma_l\propto s^{\min}_l`.
 The middle form (``bound_cvx``) is a *convex combination* of the layers' condition numbers, the
-right one (``bound_loose``) their maximum. The derivation is ours, written to match the structure
+right one (``bound_loose``) their maximum. Bounding each partial product by its factors,
+:math:`\kappa_l\le\prod_{j\ne l}\kappa(A_j)^2`, gives the still looser ``bound_layers``
+:math:`=\kappa(\Sigma)\max_l\prod_{j\ne l}\kappa(A_j)^2` (valid when every partial product keeps
+full rank on the side its Gram is taken, as in networks whose hidden widths are all at least
+:math:`\max(d, K)` and constant). The derivation is ours, written to match the structure
 Zhao, Singh & Lucchi (NeurIPS 2024) describe (Weyl's inequalities, a convex combination of condition
 numbers); their constants may be written differently.
 """
@@ -51,11 +62,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..linalg.spectrum import DEFAULT_RTOL, condition_number, numerical_rank
+from ..linalg.spectrum import condition_number, numerical_rank
 
 __all__ = ["second_moment", "check_chain", "prefixes_suffixes", "jacobian_factor", "ff_matrix",
-           "gn_core", "linear_gn_matrix", "linear_gn_eigenvalues", "LinearGNBounds",
-           "linear_gn_bounds"]
+           "gn_core", "gn_factor", "linear_gn_matrix", "linear_gn_eigenvalues", "LinearGNBounds",
+           "linear_gn_bounds", "CLOSED_FORM_RTOL"]
+
+#: An eigenvalue of the closed form below this fraction of the largest counts as zero. The
+#: eigenvalues are squared singular values accurate to ~1e-16 of the largest singular value, so
+#: true zeros land near 1e-32 and nonzero eigenvalues are resolved far above 1e-24.
+CLOSED_FORM_RTOL = 1e-24
 
 
 def second_moment(x: np.ndarray) -> np.ndarray:
@@ -77,6 +93,8 @@ def check_chain(mats, scales=None) -> tuple[list[np.ndarray], np.ndarray]:
         a = np.asarray(a, dtype=np.float64)
         if a.ndim != 2:
             raise ValueError(f"A_{i + 1} must be a 2-d matrix, got shape {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"A_{i + 1} has non-finite entries (a diverged training run?)")
         if out and a.shape[1] != out[-1].shape[0]:
             raise ValueError(f"A_{i + 1} has {a.shape[1]} columns but A_{i} has {out[-1].shape[0]} "
                              "rows: the shapes do not chain")
@@ -141,6 +159,34 @@ def gn_core(mats, sigma, scales=None) -> np.ndarray:
     return (m + m.T) / 2
 
 
+def _triangular(a: np.ndarray, side: str) -> np.ndarray:
+    """R with :math:`R^\\top R = a^\\top a` (``side="cols"``), or T with :math:`TT^\\top = aa^\\top`
+    (``side="rows"``), from a reduced QR decomposition (R has min(rows, cols) rows)."""
+    if side == "cols":
+        return np.linalg.qr(a, mode="r")
+    return np.linalg.qr(a.T, mode="r").T
+
+
+def gn_factor(mats, sigma=None, scales=None) -> np.ndarray:
+    """:math:`B = (\\Sigma^{1/2}\\otimes I_K)[c_l R_l^\\top\\otimes T_l]_l` with :math:`BB^\\top = M`
+    (:func:`gn_core`); without ``sigma``, :math:`BB^\\top = FF^\\top`."""
+    mats, c = check_chain(mats, scales)
+    d, k = mats[0].shape[1], mats[-1].shape[0]
+    pre, suf = prefixes_suffixes(mats)
+    b = np.concatenate([cl * np.kron(_triangular(p, "cols").T, _triangular(s, "rows"))
+                        for cl, p, s in zip(c, pre, suf)], axis=1)
+    if sigma is not None:
+        b = np.kron(_sqrt_psd(_check_sigma(sigma, d)), np.eye(k)) @ b
+    return b
+
+
+def _squared_singular_values(b: np.ndarray) -> np.ndarray:
+    sv = np.linalg.svd(b, compute_uv=False)
+    out = np.zeros(b.shape[0])
+    out[:sv.size] = sv ** 2
+    return out          # decreasing; zeros where B has fewer columns than rows
+
+
 def linear_gn_matrix(mats, sigma, scales=None) -> np.ndarray:
     """The full p × p GN matrix :math:`F^\\top(\\Sigma\\otimes I_K)F` (small networks only)."""
     mats, c = check_chain(mats, scales)
@@ -149,10 +195,29 @@ def linear_gn_matrix(mats, sigma, scales=None) -> np.ndarray:
     return f.T @ np.kron(_check_sigma(sigma, d), np.eye(k)) @ f
 
 
+#: Below this ratio of smallest to largest eigenvalue, an eigenvalue solver on the formed matrix
+#: is no longer accurate to ~1e-8 (its absolute error is ~1e-16 of the largest eigenvalue), and
+#: the spectrum is recomputed from the square-root factor.
+_EIGH_SAFE = 1e-8
+
+
+def _spectrum(mats, sigma, scales) -> np.ndarray:
+    """Eigenvalues of :math:`M` (or of :math:`FF^\\top` when ``sigma`` is None), decreasing: an
+    eigenvalue solver on the formed dK × dK matrix when it is well conditioned (fast), else
+    squared singular values of the square-root factor (accurate to ~1e-30 of the largest)."""
+    m = gn_core(mats, sigma, scales) if sigma is not None else ff_matrix(mats, scales)
+    ev = np.linalg.eigvalsh((m + m.T) / 2)[::-1]
+    if ev[-1] > _EIGH_SAFE * ev[0]:
+        return ev
+    return _squared_singular_values(gn_factor(mats, sigma, scales))
+
+
 def linear_gn_eigenvalues(mats, sigma, scales=None) -> np.ndarray:
     """The dK eigenvalues of :func:`gn_core`, in decreasing order: the GN matrix's nonzero
-    spectrum (plus zeros where it has rank below dK)."""
-    return np.linalg.eigvalsh(gn_core(mats, sigma, scales))[::-1]
+    spectrum (plus zeros where it has rank below dK). Well-conditioned cases use an eigenvalue
+    solver on :func:`gn_core`; ill-conditioned ones the singular values of :func:`gn_factor`."""
+    mats, c = check_chain(mats, scales)
+    return _spectrum(mats, _check_sigma(sigma, mats[0].shape[1]), c)
 
 
 @dataclass(frozen=True)
@@ -168,6 +233,7 @@ class LinearGNBounds:
     bound_ff: float             # kappa(Sigma) kappa(FF^T)
     bound_cvx: float            # kappa(Sigma) sum s_max / sum s_min  (the convex combination)
     bound_loose: float          # kappa(Sigma) max_l s_max / s_min    (the max form)
+    bound_layers: float         # kappa(Sigma) max_l prod_{j != l} kappa(A_j)^2 (nan unless asked)
 
     @property
     def layer_kappas(self) -> np.ndarray:
@@ -183,18 +249,34 @@ class LinearGNBounds:
         return self.s_min / total if total > 0 else np.full_like(self.s_min, np.nan)
 
 
-def _extremes(gram: np.ndarray, rtol: float) -> tuple[float, float]:
-    ev = np.linalg.eigvalsh((gram + gram.T) / 2)
-    top = max(float(ev[-1]), 0.0)
-    low = float(ev[0])
-    return top, (low if low > rtol * top else 0.0)
+def _gram_extremes(a: np.ndarray, side: str) -> tuple[float, float]:
+    """Largest and smallest eigenvalue of the Gram :math:`a^\\top a` (``side="cols"``) or
+    :math:`aa^\\top` (``side="rows"``), from the singular values of ``a``: exact zero when ``a`` has
+    fewer rows (columns) than the Gram's size, and accurate far below the float64 resolution of the
+    Gram itself (a tiny :math:`\\sigma_{\\min}^2` is resolved where :math:`\\lambda_{\\min}` of the formed
+    Gram would be rounding noise)."""
+    sv = np.linalg.svd(a, compute_uv=False)
+    size = a.shape[1] if side == "cols" else a.shape[0]
+    top = float(sv[0]) ** 2 if sv.size else 0.0
+    low = float(sv[-1]) ** 2 if sv.size == size else 0.0
+    return top, low
 
 
-def linear_gn_bounds(mats, sigma, scales=None, *, rtol: float = DEFAULT_RTOL) -> LinearGNBounds:
+def _kappa_rect(a: np.ndarray) -> float:
+    """:math:`\\sigma_{\\max}/\\sigma_{\\min}` over the min(rows, cols) singular values of a matrix."""
+    sv = np.linalg.svd(a, compute_uv=False)
+    return float(sv[0] / sv[-1]) if sv[-1] > 0 else np.inf
+
+
+def linear_gn_bounds(mats, sigma, scales=None, *, rtol: float = CLOSED_FORM_RTOL,
+                     layerwise: bool = False) -> LinearGNBounds:
     """:math:`\\kappa(G)` from the closed form, and the bounds ``bound_ff <= bound_cvx <= bound_loose``.
 
-    An eigenvalue below ``rtol`` times the largest counts as zero (:mod:`reprobook.linalg.spectrum`),
-    both for the rank of G and for the smallest eigenvalue of each Gram in :math:`s^{\\min}_l`.
+    An eigenvalue of G below ``rtol`` times the largest counts as zero
+    (:mod:`reprobook.linalg.spectrum`; the default :data:`CLOSED_FORM_RTOL` suits the accuracy of
+    :func:`linear_gn_eigenvalues`). The Grams' extreme eigenvalues in :math:`s^{\\min}_l`,
+    :math:`s^{\\max}_l` come from singular values (exactly zero when a layer is too narrow).
+    ``layerwise=True`` also computes ``bound_layers`` (one SVD per layer; NaN otherwise).
     """
     mats, c = check_chain(mats, scales)
     d = mats[0].shape[1]
@@ -203,17 +285,23 @@ def linear_gn_bounds(mats, sigma, scales=None, *, rtol: float = DEFAULT_RTOL) ->
     pre, suf = prefixes_suffixes(mats)
     s_max, s_min = [], []
     for cl, p, s in zip(c, pre, suf):
-        pmax, pmin = _extremes(p.T @ p, rtol)
-        smax, smin = _extremes(s @ s.T, rtol)
+        pmax, pmin = _gram_extremes(p, "cols")     # P^T P, d x d
+        smax, smin = _gram_extremes(s, "rows")     # S S^T, K x K
         s_max.append(cl ** 2 * pmax * smax)
         s_min.append(cl ** 2 * pmin * smin)
     s_max, s_min = np.array(s_max), np.array(s_min)
     sig_ev = np.linalg.eigvalsh(sig)
-    k_sigma = float(sig_ev[-1] / sig_ev[0]) if sig_ev[0] > rtol * sig_ev[-1] else np.inf
-    ff_ev = np.linalg.eigvalsh(ff_matrix(mats, c))
-    k_ff = float(ff_ev[-1] / ff_ev[0]) if ff_ev[0] > rtol * ff_ev[-1] else np.inf
+    # Sigma comes from data: an eigenvalue solver resolves it to ~1e-16 of the largest
+    k_sigma = float(sig_ev[-1] / sig_ev[0]) if sig_ev[0] > 1e-12 * sig_ev[-1] else np.inf
+    ff_ev = _spectrum(mats, None, c)
+    k_ff = float(ff_ev[0] / ff_ev[-1]) if ff_ev[-1] > rtol * ff_ev[0] else np.inf
+    layers = np.nan
+    if layerwise:
+        layer_k = np.array([_kappa_rect(a) for a in mats])
+        layers = k_sigma * max(float(np.prod(np.delete(layer_k, l)) ** 2) for l in range(len(mats)))
     cvx = k_sigma * s_max.sum() / s_min.sum() if s_min.sum() > 0 else np.inf
     loose = k_sigma * float(np.max(s_max / s_min)) if np.all(s_min > 0) else np.inf
     return LinearGNBounds(kappa=condition_number(ev, rtol), rank=numerical_rank(ev, rtol),
                           kappa_sigma=k_sigma, kappa_ff=k_ff, s_max=s_max, s_min=s_min,
-                          bound_ff=k_sigma * k_ff, bound_cvx=float(cvx), bound_loose=float(loose))
+                          bound_ff=k_sigma * k_ff, bound_cvx=float(cvx), bound_loose=float(loose),
+                          bound_layers=layers)
