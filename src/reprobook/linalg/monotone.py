@@ -33,7 +33,10 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["sym_min_eig", "monotonicity_ratios", "invert_monotone", "MonotoneInverse",
+#: An increment above this is divergence: the iteration stops before it overflows.
+DIVERGED = 1e100
+
+__all__ = ["DIVERGED", "sym_min_eig", "monotonicity_ratios", "invert_monotone", "MonotoneInverse",
            "MonotoneFactorisation", "monotone_factorisation", "householder_reflection"]
 
 
@@ -93,7 +96,8 @@ def invert_monotone(f: Callable, g, c: float, lipschitz: float, *, u0=None, tol:
                     max_steps: int = 100_000, norm: Callable | None = None) -> MonotoneInverse:
     """Solve :math:`F(u)=g` for a map with monotonicity constant ``c`` and Lipschitz constant
     ``lipschitz`` by :math:`u\\leftarrow u-\\tau(F(u)-g)`, :math:`\\tau=c/L^2` (module docstring).
-    Stops when an increment is below ``tol`` (in ``norm``, default Euclidean)."""
+    Stops when an increment is below ``tol`` (in ``norm``, default Euclidean), or above
+    :data:`DIVERGED` (then ``converged`` is False and the residual is large but finite)."""
     if not (c > 0 and lipschitz >= c):
         raise ValueError(f"need 0 < c <= lipschitz, got c={c!r}, lipschitz={lipschitz!r}")
     g = np.asarray(g, dtype=np.float64)
@@ -101,13 +105,14 @@ def invert_monotone(f: Callable, g, c: float, lipschitz: float, *, u0=None, tol:
     tau = c / lipschitz ** 2
     u = g.copy() if u0 is None else np.asarray(u0, dtype=np.float64).copy()
     inc = []
-    for _ in range(max_steps):
-        new = u - tau * (f(u) - g)
-        inc.append(norm(new - u))
-        u = new
-        if not np.isfinite(inc[-1]) or inc[-1] <= tol:
-            break
-    res = norm(f(u) - g)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(max_steps):
+            new = u - tau * (f(u) - g)
+            inc.append(norm(new - u))
+            u = new
+            if not np.isfinite(inc[-1]) or inc[-1] <= tol or inc[-1] > DIVERGED:
+                break
+        res = norm(f(u) - g)
     return MonotoneInverse(u=u, steps=len(inc), residual=res, increments=np.array(inc),
                            converged=bool(np.isfinite(res) and inc[-1] <= tol))
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..linalg.monotone import MonotoneInverse
+from ..linalg.monotone import DIVERGED, MonotoneInverse
 
 __all__ = ["FourierMultiplier", "MonotoneFourierLayer", "random_multiplier",
            "random_monotone_layer", "grid_norm", "grid_inner", "NORMALISATIONS"]
@@ -158,7 +158,7 @@ class MonotoneFourierLayer:
             new = f - self.g(u)
             inc.append(float(norm(new - u)))
             u = new
-            if not math.isfinite(inc[-1]) or inc[-1] <= tol:
+            if not math.isfinite(inc[-1]) or inc[-1] <= tol or inc[-1] > DIVERGED:
                 break
         res = float(grid_norm(self(u) - f))
         return MonotoneInverse(u=u, steps=len(inc), residual=res, increments=np.array(inc),
