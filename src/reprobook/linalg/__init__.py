@@ -1,0 +1,1 @@
+"""Small numerical linear-algebra helpers shared by chapters (spectra, ranks, condition numbers)."""

@@ -1,0 +1,1 @@
+"""Optimisation tools: curvature matrices (Gauss–Newton) and their exact closed forms."""
