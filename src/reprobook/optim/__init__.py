@@ -1,0 +1,1 @@
+"""Optimisation algorithms: stochastic first-order methods and their analyses' quantities."""
