@@ -1,1 +1,2 @@
-"""Optimisation tools: curvature matrices (Gauss–Newton) and their exact closed forms."""
+"""Optimisation: stochastic first-order methods (clipped SGD), curvature matrices (Gauss–Newton) and
+their exact closed forms."""

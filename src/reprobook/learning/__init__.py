@@ -1,0 +1,1 @@
+"""Learning theory in code: concept classes, learners and testers with their exact guarantees."""
