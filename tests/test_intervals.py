@@ -83,3 +83,17 @@ def test_json_keeps_samples_and_summarises_huge_ones():
     assert small["samples"] == [0.1, 0.2, 0.3] and small["unit"] == "seed"
     big = intervals.rate(np.arange(5000) % 2, unit="trial").to_json()
     assert "samples" not in big and big["samples_summary"]["count"] == 5000 and big["k"] == 2500
+
+
+def test_quantile_order_statistic_interval_covers_and_refuses_too_few():
+    rng = np.random.default_rng(1)
+    hits, q = 0, 0.9
+    truth = stats.expon.ppf(q)
+    for _ in range(400):
+        e = intervals.quantile(rng.exponential(size=200), q, unit="stream")
+        hits += e.low <= truth <= e.high
+    assert hits / 400 >= 0.93  # distribution-free coverage of at least 95%, up to MC noise
+    few = intervals.quantile(rng.exponential(size=20), 0.999, unit="stream")
+    assert few.high == math.inf and "degenerate" in few.why_inconclusive()
+    with pytest.raises(ValueError, match="in \\(0, 1\\)"):
+        intervals.quantile([1.0, 2.0, 3.0], 1.5, unit="stream")

@@ -18,7 +18,12 @@ The methods, each for the situation it is right for:
   and other non-linear statistics, only from :data:`MIN_BOOTSTRAP` replicates on, where the
   bootstrap distribution means something;
 * :func:`rate`: a binomial proportion with Wilson's score interval or the exact Clopper-Pearson
-  interval (coverage, acceptance and error rates), where the replicates are the trials.
+  interval (coverage, acceptance and error rates), where the replicates are the trials;
+* :func:`quantile`: a quantile :math:`\xi_q` with the distribution-free order-statistic interval
+  :math:`[X_{(l)}, X_{(u)}]`, where :math:`l` and :math:`u` come from the Binomial(n, q) law of the
+  number of replicates below :math:`\xi_q` (exact coverage at least the level; an end that would
+  need more replicates than there are is infinite, so a high quantile of few replicates is
+  honestly inconclusive).
 """
 from __future__ import annotations
 
@@ -30,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-__all__ = ["Estimate", "mean", "difference", "ratio", "bootstrap", "rate", "MIN_REPLICATES",
-           "MIN_BOOTSTRAP"]
+__all__ = ["Estimate", "mean", "difference", "ratio", "bootstrap", "rate", "quantile",
+           "MIN_REPLICATES", "MIN_BOOTSTRAP"]
 
 #: Fewer independent replicates than this never give a definite verdict.
 MIN_REPLICATES = 3
@@ -259,3 +264,25 @@ def rate(successes: int | Sequence[bool], trials: int | None = None, *, unit: st
     else:
         raise ValueError(f"rate method must be 'wilson' or 'clopper-pearson', got {method!r}")
     return Estimate(k / n, lo, hi, n, name, unit, level, outcomes, k=k)
+
+
+def quantile(samples: Sequence[float], q: float, *, unit: str, level: float = 0.95) -> Estimate:
+    r"""The ``q``-quantile of independent replicates with its order-statistic interval.
+
+    With :math:`K \sim \mathrm{Binomial}(n, q)` the number of replicates below :math:`\xi_q`,
+    :math:`P(X_{(j)} \le \xi_q) = P(K \ge j)`. The lower end is :math:`X_{(l)}` with
+    :math:`l` the :math:`\alpha/2` quantile of :math:`K`, the upper end :math:`X_{(u)}` with
+    :math:`u - 1` its :math:`1-\alpha/2` quantile, each end missing at most :math:`\alpha/2`;
+    an index outside :math:`1..n` gives an infinite end. The point value is ``numpy.quantile``.
+    """
+    x, level, unit = _samples("samples", samples), _level(level), _unit(unit)
+    if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
+        raise ValueError(f"quantile q must be in (0, 1), got {q!r}")
+    n, alpha = x.size, 1 - level
+    s = np.sort(x)
+    lo_i = int(stats.binom.ppf(alpha / 2, n, q))          # 1-based order statistic
+    hi_i = int(stats.binom.ppf(1 - alpha / 2, n, q)) + 1
+    lo = float(s[lo_i - 1]) if lo_i >= 1 else -math.inf
+    hi = float(s[hi_i - 1]) if hi_i <= n else math.inf
+    return Estimate(float(np.quantile(x, q)), lo, hi, n, f"order-statistic (q = {q:g})", unit,
+                    level, tuple(x.tolist()))
