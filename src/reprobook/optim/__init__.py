@@ -1,0 +1,1 @@
+"""Optimisers and their analysis tools: SAM and its perturbation rules, BAR, training loops."""
