@@ -7,7 +7,15 @@ from reprobook.optim.bar import balancedness, bar_rescale
 from reprobook.optim.factor_training import train_factors
 from reprobook.optim.sam import GlobalRadius
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    # float64 for these exact checks, restored afterwards so other test modules are unaffected
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def _setup(members=2):
