@@ -143,3 +143,30 @@ def test_exclusive_gate_off_by_one_is_detected(monkeypatch):
     monkeypatch.setattr(gla_mod, "_chunk_cumsum", lambda g: g.cumsum(-2) - g)
     bad, _ = chunk_gla(q, k, v, gk, initial_state=h0, chunk_size=16)
     assert rel(bad, ref) > 1e-2
+
+
+@pytest.mark.parametrize("gates", ["k", "v", "kv"])
+def test_factorised_and_log_space_paths_agree(monkeypatch, gates):
+    """Mild gates take the factorised intra-chunk product; with it switched off the log-space
+    sub-chunk path runs instead. Both must give the recurrence's outputs and gradients."""
+    import reprobook.kernels.gla as gla
+
+    q, k, v, gk, gv, h0 = make(1, 70, 2, 8, 6, torch.float64, norm=8.0, gk="k" in gates, gv="v" in gates)
+    g = gk if gk is not None else gv
+    assert g.cumsum(1).abs().max() < gla.FACTOR_LIMIT[torch.float64]  # mild: every chunk factorisable
+    results = []
+    for limits in (dict(gla.FACTOR_LIMIT), {}):
+        monkeypatch.setattr(gla, "FACTOR_LIMIT", limits)
+        leaves = [x.clone().requires_grad_() if x is not None else None for x in (q, k, v, gk, gv, h0)]
+        o, s = fused_recurrent_gla(*leaves[:5], initial_state=leaves[5], output_final_state=True, impl="torch")
+        grads = torch.autograd.grad(o.sum() + s.square().sum(), [x for x in leaves if x is not None])
+        results.append((o, s, *grads))
+    for a, b in zip(*results):
+        assert rel(a, b) < 1e-12
+
+
+def test_strong_gates_are_not_factorised():
+    import reprobook.kernels.gla as gla
+
+    *_, gk, _, _ = make(1, 64, 1, 8, 8, torch.float32, norm=0.05)   # log-gates around -16 a token
+    assert not gla._factorisable(gk.cumsum(1).transpose(1, 2))          # [B, H, T, K], one chunk

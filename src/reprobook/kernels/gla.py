@@ -33,6 +33,14 @@ rows are cut into sub-chunks of 16; for a query sub-chunk ``I`` with reference p
 same sub-chunk are formed directly in log space (a ``[16, 16, K]`` tensor).  The value-side gate
 is handled the same way on the product with ``v``.
 
+When the gates are mild, the overflow cannot happen and the log-space tensors are wasted work: if
+``|b_i - b_1| < L`` for every row of every chunk (``L = 30`` in float32, ``300`` in float64), the
+intra-chunk sum is formed as one matrix product ``(Q e^{b - b_1})(K e^{b_1 - b})^\top`` with the
+chunk's first row as the reference point, every factor between ``e^{-L}`` and ``e^{L}``.  It is the
+same sum, term by term (each term is rounded differently, by a few ulps), so the result and its
+gradient equal the recurrence's to the same tolerance; the choice is made once per call
+(:func:`_factorisable`), and strong gates always take the secondary-chunk path.
+
 ``impl="reference"`` is the plain per-token loop (ground truth, float64 capable);
 ``impl="torch"`` is the chunked form above (differentiable, gradients equal the reference's);
 ``impl="triton"`` is a forward-only Triton kernel (chunks of 16 in log space, state in registers;
@@ -143,14 +151,35 @@ def _index_masks(C: int, Cs: int, device):
     return before, causal
 
 
+#: Largest ``|b_i - b_1|`` (cumulative log-gate against the chunk's first row) for which the
+#: factorised intra-chunk product is used, by compute dtype: ``e^{30}`` and ``e^{300}`` are far
+#: from float32's and float64's overflow, with room for the sizes of q, k and v.
+FACTOR_LIMIT = {torch.float32: 30.0, torch.float64: 300.0}
+
+
+def _factorisable(b: torch.Tensor) -> bool:
+    """True when every chunk's cumulative gates stay within :data:`FACTOR_LIMIT` of the chunk's first
+    row, so that ``e^{b - b_1}`` and ``e^{b_1 - b}`` can be formed without overflow or underflow.
+    (One host sync per call on a GPU.)"""
+    limit = FACTOR_LIMIT.get(b.dtype)
+    if limit is None:
+        return False
+    reach = (b.detach() - b.detach()[..., :1, :]).abs().amax()
+    return bool(reach < limit)
+
+
 def _intra_scores(q, k, bk, Cs):
     r"""``A_ij = \sum_d q_id k_jd exp(bk_id - bk_jd)`` for ``j <= i`` inside each chunk, else 0.
 
     ``q, k, bk: [..., C, K]`` -> ``A: [..., C, C]``.
     """
     C = q.shape[-2]
+    causal_chunk = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
     if bk is None:
-        return (q @ k.transpose(-1, -2)) * torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
+        return (q @ k.transpose(-1, -2)) * causal_chunk
+    if _factorisable(bk):  # mild gates: one product, both factors within e^{+-FACTOR_LIMIT}
+        ref = bk[..., :1, :]
+        return ((q * (bk - ref).exp()) @ (k * (ref - bk).exp()).transpose(-1, -2)) * causal_chunk
     n = C // Cs
     before, causal = _index_masks(C, Cs, q.device)
     qs, ks, bks = (x.unflatten(-2, (n, Cs)) for x in (q, k, bk))  # [..., n, Cs, K]
@@ -171,6 +200,9 @@ def _intra_apply(A, v, bv, Cs):
     r"""``o_im = \sum_{j<=i} A_ij v_jm exp(bv_im - bv_jm)``; ``A: [..., C, C]``, ``v, bv: [..., C, V]``."""
     if bv is None:
         return A @ v
+    if _factorisable(bv):  # mild gates: e^{bv_i - bv_j} = e^{bv_i - r} e^{r - bv_j}, r the first row
+        ref = bv[..., :1, :]
+        return (A @ (v * (ref - bv).exp())) * (bv - ref).exp()
     C = A.shape[-1]
     n = C // Cs
     before, causal = _index_masks(C, Cs, A.device)
