@@ -74,3 +74,27 @@ def test_gsa_with_half_as_many_slots_keeps_as_many_numbers_as_gla():
         # and twice the slots is twice the state
         _, big = chunk_gsa(probe, probe, probe, probe, probe, output_final_state=True)
         assert sum(x.numel() for x in big) == 2 * d * d
+
+
+def test_gate_bias_starts_gates_near_one_and_is_trained():
+    torch.manual_seed(0)
+    m = GSAMixer(16, n_slots=4, gate_bias=3.0)
+    assert torch.equal(m.f_proj.bias, torch.full((4,), 3.0)) and m.f_proj.bias.requires_grad
+    x = torch.zeros(1, 5, 16)                        # zero input: the gate logits are the bias alone
+    alpha = torch.exp(torch.nn.functional.logsigmoid(m.f_proj(x)) / m.gate_normalizer)
+    assert torch.allclose(alpha, torch.tensor(0.9940), atol=1e-4)
+    assert GSAMixer(16, n_slots=4).f_proj.bias is None  # default: fla's layer, no bias
+    lm = LinearLM(11, d_model=16, n_layers=1, mixer="gsa", mlp_ratio=0.0,
+                  mixer_options={"n_slots": 4, "gate_bias": 3.0})
+    assert torch.equal(lm.blocks[0].mixer.f_proj.bias, torch.full((4,), 3.0))  # LM init leaves the bias
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "3", True])
+def test_gate_bias_bad_values(bad):
+    with pytest.raises(ValueError, match="gate_bias"):
+        GSAMixer(16, n_slots=4, gate_bias=bad)
+
+
+def test_abc_refuses_gate_bias():
+    with pytest.raises(ValueError, match="ABC"):
+        ABCMixer(16, n_slots=4, gate_bias=3.0)

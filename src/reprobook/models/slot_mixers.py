@@ -76,20 +76,34 @@ class GLAMixer(QKVMixer):
 @register_mixer("gsa")
 class GSAMixer(QKVMixer):
     """Gated slot attention token mixer (options: ``n_slots=32``, ``gate_normalizer=8``,
-    ``chunk_size=64``, ``impl="torch"``, ``scale=1.0``)."""
+    ``chunk_size=64``, ``impl="torch"``, ``scale=1.0``, ``gate_bias=None``).
+
+    ``gate_bias=b`` gives the gate projection a bias initialised to ``b`` (trained with the rest),
+    so the forget gates start near ``alpha = exp(logsigmoid(b) / tau)``: ``b = 0`` is about 0.92
+    at ``tau = 8`` (the default, no bias), ``b = 5`` about 0.999 (slots that barely forget at
+    first, as in the T2R initialisation). ABC has no gates, so it refuses ``gate_bias``.
+    """
 
     qk_feature = "none"  # SiLU is applied in mix (fla's "swish" feature map)
     use_beta = False
     gated = True
 
     def __init__(self, d_model, n_heads=1, n_slots=32, gate_normalizer=8.0, chunk_size=64,
-                 impl="torch", scale=1.0, **options):
+                 impl="torch", scale=1.0, gate_bias=None, **options):
         super().__init__(d_model, n_heads, **options)
         self.n_slots = _positive_int("n_slots", n_slots)
         self.gate_normalizer = _positive_float("gate_normalizer", gate_normalizer)
         self.chunk_size, self.impl, self.scale = chunk_size, impl, scale
+        if gate_bias is not None:
+            if not self.gated:
+                raise ValueError("gate_bias is for GSA's forget gates; ABC has none")
+            if isinstance(gate_bias, bool) or not isinstance(gate_bias, (int, float)) \
+                    or not torch.isfinite(torch.tensor(float(gate_bias))):
+                raise ValueError(f"gate_bias must be a finite number or None, got {gate_bias!r}")
         # GSA: forget-gate logits; ABC: raw slot scores
-        self.f_proj = nn.Linear(d_model, n_heads * self.n_slots, bias=False)
+        self.f_proj = nn.Linear(d_model, n_heads * self.n_slots, bias=gate_bias is not None)
+        if gate_bias is not None:
+            nn.init.constant_(self.f_proj.bias, float(gate_bias))
 
     def mix(self, q, k, v, beta, x):
         B, T = x.shape[:2]
