@@ -211,14 +211,21 @@ def make_sine_mlp_zoo(n: int, *, hidden=(16, 16), activation: str = "relu", n_po
     x = sample_points(n_points, dtype=dtype, device=device)
     y = (amplitude[:, None] * torch.sin(omega[:, None] * x.double()[None].cpu() + phase[:, None]))
     y = y.to(dtype=dtype, device=device)
-    opt = torch.optim.Adam(params, lr=lr)
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
+    # Adam written out (torch.optim's defaults: betas 0.9, 0.999, eps 1e-8): the same updates as
+    # torch.optim.Adam, without the seconds its first use spends importing torch._dynamo
+    m1 = [torch.zeros_like(p) for p in params]
+    m2 = [torch.zeros_like(p) for p in params]
+    for t in range(1, steps + 1):
         pred = mlp_forward(params[0::2], params[1::2], x, activation)
         # sum over networks of each one's mean squared error: n independent problems
         loss = ((pred - y) ** 2).mean(dim=1).sum()
-        loss.backward()
-        opt.step()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g, a, v in zip(params, grads, m1, m2):
+                a.lerp_(g, 0.1)
+                v.mul_(0.999).addcmul_(g, g, value=0.001)
+                denom = (v.sqrt() / math.sqrt(1 - 0.999 ** t)).add_(1e-8)
+                p.addcdiv_(a, denom, value=-lr / (1 - 0.9 ** t))
     with torch.no_grad():
         weights = tuple(p.detach() for p in params[0::2])
         biases = tuple(p.detach() for p in params[1::2])

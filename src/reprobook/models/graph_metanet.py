@@ -233,17 +233,20 @@ class ScaleGMN(_MLPGraphMetanet):
 
     ``symmetry="scale"`` for ReLU networks (positive scalings), ``"sign"`` for tanh networks.
     ``n_layers`` rounds of message passing (0: the readout sees the embedding only).
-    ``canonicalize=False`` removes the canonicalisation from every block (a planted bug: the model
-    is then neither invariant nor equivariant).
+    Two switches break it, for controls: ``canonicalize=False`` removes the canonicalisation from
+    every block, ``hidden_pos="add"`` adds the hidden neurons' type embedding instead of multiplying
+    it (the GMN's choice; an added constant does not scale with the neuron). Either way the model is
+    no longer exactly invariant.
     """
 
-    product_on_hidden = True
-
     def __init__(self, layout, d: int = 32, n_layers: int = 3, symmetry: str = "scale",
-                 canonicalize: bool = True, readout: str = "last"):
+                 canonicalize: bool = True, readout: str = "last", hidden_pos: str = "multiply"):
         super().__init__(layout, d, n_layers, readout)
         if symmetry not in SYMMETRY_KINDS:
             raise ValueError(f"unknown symmetry {symmetry!r}; use one of {SYMMETRY_KINDS}")
+        if hidden_pos not in ("multiply", "add"):
+            raise ValueError(f"hidden_pos must be 'multiply' or 'add', got {hidden_pos!r}")
+        self.product_on_hidden = hidden_pos == "multiply"
         self.symmetry, self.canonicalize = symmetry, bool(canonicalize)
         self.layers = nn.ModuleList(_ScaleGMNLayer(d, symmetry, canonicalize, i < n_layers - 1)
                                     for i in range(n_layers))
