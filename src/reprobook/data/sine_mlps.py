@@ -8,8 +8,8 @@ Network :math:`k` is a scalar MLP :math:`f_{\theta_k}:\mathbb R\to\mathbb R` wit
 
 fitted by least squares to :math:`y = A_k \sin(\omega_k x + \varphi_k)` on ``n_points`` equispaced
 points of :math:`[-\pi, \pi]`, with :math:`\omega_k \sim U(\omega_{\min}, \omega_{\max})`,
-:math:`A_k \sim U(A_{\min}, A_{\max})` and :math:`\varphi_k \sim U(0, 2\pi)`. The ground truth of the
-zoo is :math:`(\omega_k, A_k, \varphi_k)`: a metanetwork that reads the weights is asked for
+:math:`A_k \sim U(A_{\min}, A_{\max})` and :math:`\varphi_k \sim U(0, 2\pi)`. The ground truth
+of the zoo is :math:`(\omega_k, A_k, \varphi_k)`: a metanetwork that reads the weights is asked for
 :math:`\omega_k`.
 
 All networks are trained at once. Their parameters are stacked along a leading network axis and the
@@ -164,7 +164,8 @@ class SineMLPZoo:
     def target(self, x: torch.Tensor) -> torch.Tensor:
         """Every network's sinusoid at ``x`` (shape ``(N, P)``)."""
         x = torch.as_tensor(x, dtype=self.omega.dtype)
-        return self.amplitude[:, None] * torch.sin(self.omega[:, None] * x[None] + self.phase[:, None])
+        phase = self.omega[:, None] * x[None] + self.phase[:, None]
+        return self.amplitude[:, None] * torch.sin(phase)
 
 
 def make_sine_mlp_zoo(n: int, *, hidden=(16, 16), activation: str = "relu", n_points: int = 64,

@@ -1,4 +1,4 @@
-r"""Symmetries of MLP weights: hidden-neuron permutations and scalings that leave the function fixed.
+r"""Symmetries of MLP weights: hidden-neuron permutations and scalings that keep the function.
 
 For an MLP with weights :math:`W^{(l)}` (shape ``(n_l, n_{l-1})``) and biases :math:`b^{(l)}`, pick
 for every hidden layer :math:`l` a permutation :math:`P_l` and a diagonal :math:`Q_l =
@@ -48,7 +48,8 @@ def act_on_mlp(weights, biases, scales=None, perms=None):
                              f"got {len(vals)}")
     for k, h in enumerate(hidden):
         if scales is not None and tuple(scales[k].shape) != (n, h):
-            raise ValueError(f"scales[{k}] must have shape ({n}, {h}), got {tuple(scales[k].shape)}")
+            raise ValueError(f"scales[{k}] must have shape ({n}, {h}), "
+                             f"got {tuple(scales[k].shape)}")
         if scales is not None and bool((scales[k] == 0).any()):
             raise ValueError(f"scales[{k}] has zeros; a scaling must be invertible")
         if perms is not None:
@@ -72,7 +73,7 @@ def act_on_mlp(weights, biases, scales=None, perms=None):
             idx = perms[l].to(w.device)
             w = torch.gather(w, 1, idx[:, :, None].expand_as(w))
             b = torch.gather(b, 1, idx)
-        if perms is not None and l > 0:                       # and the next layer's inputs (columns)
+        if perms is not None and l > 0:            # and the next layer's inputs (columns)
             idx = perms[l - 1].to(w.device)
             w = torch.gather(w, 2, idx[:, None, :].expand_as(w))
         new_w.append(w)

@@ -122,9 +122,9 @@ def fit_ensemble(make_model, weights, biases, y, config: FitConfig = FitConfig()
     ``torch.manual_seed(init_seeds[m])`` (the global generator is restored afterwards), draws its
     batch orders and augmentations from ``generators[m]`` (a CPU ``torch.Generator``) and uses the
     learning rate ``lrs[m]`` (default: ``config.lr`` for all); ``augment[m]`` (default:
-    ``config.augment`` for all) says whether member ``m`` trains on augmented batches, so a model and
-    its augmented twin can share one ensemble. The models are placed on the device of ``weights``.
-    Returns the members' fitted models, in order.
+    ``config.augment`` for all) says whether member ``m`` trains on augmented batches, so a model
+    and its augmented twin can share one ensemble. The models are placed on the device of
+    ``weights``. Returns the members' fitted models, in order.
     """
     check_mlp_params(weights, biases)
     dev, dtype = weights[0].device, weights[0].dtype

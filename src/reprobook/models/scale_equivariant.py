@@ -108,7 +108,8 @@ class Canonicalizer(nn.Module):
 
 
 class InvariantMap(nn.Module):
-    """:math:`\\phi(c(x))`: an MLP on the canonicalised vector; invariant to :math:`x \\mapsto qx`."""
+    """:math:`\\phi(c(x))`: an MLP on the canonicalised vector, invariant to :math:`x \\mapsto qx`.
+    """
 
     def __init__(self, d_in: int, d_out: int, d_hidden: int | None = None, symmetry: str = "scale",
                  canonicalize: bool = True):
