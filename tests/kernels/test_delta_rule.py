@@ -213,3 +213,24 @@ def test_against_fla_naive():
     o_fc, s_fc = naive.delta_rule_chunkwise(*heads_first, chunk_size=16)
     o0, s0_ = chunk_delta_rule(q, k, v, beta, output_final_state=True, chunk_size=16)
     assert rel_err(o0, o_fc.transpose(1, 2)) <= 1e-5 and rel_err(s0_, s_fc) <= 1e-5
+
+
+@pytest.mark.parametrize("beta_value", [0.999, 1.0])
+def test_beta_near_one_with_nearly_parallel_keys(beta_value):
+    """beta -> 1 makes every factor a projection and nearly parallel keys fill tril(K_beta K^T) with
+    entries near 1: the UT solve at its worst. Outputs, state and gradients must still match."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(1, 1, 1, 16, generator=g, dtype=torch.float64)
+    k = l2norm(0.99 * base + 0.01 * torch.randn(1, 96, 2, 16, generator=g, dtype=torch.float64))
+    q, v = (torch.randn(1, 96, 2, 16, generator=g, dtype=torch.float64) for _ in range(2))
+    beta = torch.full((1, 96, 2), beta_value, dtype=torch.float64)
+    outs = []
+    for fn in (fused_recurrent_delta_rule, lambda *a, **kw: chunk_delta_rule(*a, chunk_size=32, **kw)):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v, beta)]
+        o, s = fn(*leaves, output_final_state=True)
+        outs.append((o, s, *torch.autograd.grad(o.sum() + s.square().sum(), leaves)))
+    for a, b in zip(outs[1], outs[0]):
+        assert rel_err(a, b) < 1e-10
+    o32, s32 = chunk_delta_rule(q.float(), k.float(), v.float(), beta.float(), output_final_state=True,
+                                chunk_size=32)
+    assert max(rel_err(o32.double(), outs[0][0]), rel_err(s32.double(), outs[0][1])) < 1e-4
