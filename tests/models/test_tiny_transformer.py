@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from reprobook.models.ffn import MLP, NestedMLP
-from reprobook.models.tiny_transformer import TinyTransformer, extract_submodel, rotary
+from reprobook.models.tiny_transformer import TinyTransformer, extract_submodel, rotary, to_nested
 
 
 def tiny(**kw):
@@ -103,3 +103,15 @@ def test_bad_arguments_are_named():
         tiny().set_ffn_width(4)
     with pytest.raises(ValueError, match="nested"):
         extract_submodel(tiny(), 4)
+
+
+def test_to_nested_keeps_the_function_and_allows_slicing():
+    dense = tiny(ffn_options={"hidden": 32})
+    x = torch.randint(0, 30, (2, 9))
+    nested = to_nested(dense)
+    assert all(isinstance(f, NestedMLP) for f in nested.ffns)
+    assert torch.equal(nested(x), dense(x))
+    sub = extract_submodel(nested, [4, 8])
+    assert sub(x).shape == (2, 9, 30)
+    with pytest.raises(ValueError, match="dense"):
+        to_nested(tiny(ffn="nested", ffn_options={"hidden": 32}))

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -125,12 +124,13 @@ class CharCorpus:
         if not isinstance(text, str) or len(text) < 2:
             raise ValueError("text must be a string of at least two characters")
         min_count = _positive_int("min_count", min_count)
-        counts = Counter(text)
-        chars = sorted(c for c, n in counts.items() if n >= min_count)
-        unk = len(chars) < len(counts)
-        lookup = {c: i for i, c in enumerate(chars)}
-        unk_id = len(chars)
-        ids = torch.tensor([lookup.get(c, unk_id) for c in text], dtype=torch.int64)
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)   # one code point each
+        uniq, inverse, counts = np.unique(codes, return_inverse=True, return_counts=True)
+        keep = counts >= min_count
+        chars = [chr(int(c)) for c in uniq[keep]]                          # sorted by code point
+        unk = not bool(keep.all())
+        new_id = np.where(keep, np.cumsum(keep) - 1, len(chars))          # rare -> UNK = last id
+        ids = torch.from_numpy(new_id[inverse].astype(np.int64))
         return cls(vocab=tuple(chars), ids=ids, unk=unk)
 
     @property

@@ -136,7 +136,8 @@ class SparseMoE(nn.Module):
             if N % self.group:
                 raise ValueError(f"{N} units do not split into groups of {self.group}")
             logits = logits.view(N // self.group, self.group, -1).mean(1)
-        probs = logits.float().softmax(-1).to(units.dtype)
+        probs = logits.softmax(-1) if logits.dtype in (torch.float32, torch.float64) \
+            else logits.float().softmax(-1).to(units.dtype)
         gates, assignments = probs.topk(self.top_k, dim=-1)
         if self.top_k > 1:
             gates = gates / gates.sum(-1, keepdim=True)
@@ -154,7 +155,9 @@ class SparseMoE(nn.Module):
         self.aux_loss = load_balancing_loss(probs, assignments)
         self.last_assignments = assignments.detach()
         flat_expert = assignments.reshape(-1)
-        flat_unit = torch.arange(units.shape[0], device=units.device).repeat_interleave(self.top_k)
+        flat_unit = torch.arange(units.shape[0], device=units.device)
+        if self.top_k > 1:
+            flat_unit = flat_unit.repeat_interleave(self.top_k)
         order = torch.argsort(flat_expert, stable=True)           # assignments grouped by expert
         expert, unit, gate = flat_expert[order], flat_unit[order], gates.reshape(-1)[order]
         counts = torch.bincount(flat_expert, minlength=self.n_experts)

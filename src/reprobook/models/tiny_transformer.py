@@ -45,21 +45,33 @@ from .ffn import FFNS, MLP, NestedMLP
 from .linear_lm import MIXERS
 
 __all__ = ["ATTENTIONS", "POSITIONS", "rotary", "CausalSelfAttention", "Block", "TinyTransformer",
-           "extract_submodel"]
+           "extract_submodel", "to_nested"]
 
 POSITIONS = ("learned", "rotary", "none")
+
+
+_ROTARY_CACHE: dict = {}
+
+
+def _rotary_angles(T: int, dh: int, base: float, device, dtype):
+    key = (T, dh, base, str(device), dtype)
+    if key not in _ROTARY_CACHE:
+        if len(_ROTARY_CACHE) > 64:
+            _ROTARY_CACHE.clear()
+        inv = base ** (-torch.arange(0, dh, 2, device=device, dtype=torch.float64) / dh)
+        ang = torch.arange(T, device=device, dtype=torch.float64)[:, None] * inv   # [T, dh/2]
+        _ROTARY_CACHE[key] = (ang.cos().to(dtype), ang.sin().to(dtype))
+    return _ROTARY_CACHE[key]
 
 
 def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     r"""Rotary position embedding of ``x: [B, H, T, d_h]`` (``d_h`` even): feature pairs
     :math:`(x_{2i}, x_{2i+1})` at position ``t`` rotated by the angle :math:`t\,\theta_i`,
-    :math:`\theta_i = \text{base}^{-2i/d_h}`."""
+    :math:`\theta_i = \text{base}^{-2i/d_h}` (angles computed in float64, cached per shape)."""
     T, dh = x.shape[-2], x.shape[-1]
     if dh % 2:
         raise ValueError(f"rotary needs an even head dim, got {dh}")
-    inv = base ** (-torch.arange(0, dh, 2, device=x.device, dtype=torch.float64) / dh)
-    ang = torch.arange(T, device=x.device, dtype=torch.float64)[:, None] * inv   # [T, dh/2]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    cos, sin = _rotary_angles(T, dh, float(base), x.device, x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
     return out.flatten(-2)
@@ -270,3 +282,23 @@ def extract_submodel(model: TinyTransformer, widths) -> TinyTransformer:
             state[f"blocks.{i}.ffn.{k}"] = v
     sub.load_state_dict(state)
     return sub
+
+
+def to_nested(model: TinyTransformer, widths: list[int] | None = None) -> TinyTransformer:
+    """The same model with every dense ``"mlp"`` FFN viewed as a nested FFN (``"nested"``, same
+    weights), so that it can be run at smaller widths or Mix'n'Matched like a MatFormer. Its
+    outputs at full width equal ``model``'s. ``widths``: the nested FFNs' trained widths (default:
+    hidden/8, /4, /2, /1). A model trained without the nested loss gives the baseline for what
+    slicing an ordinary transformer does."""
+    if not isinstance(model, TinyTransformer):
+        raise TypeError("to_nested needs a TinyTransformer")
+    if not all(isinstance(f, MLP) for f in model.ffns):
+        raise ValueError("to_nested needs dense FFNs (ffn='mlp') in every layer")
+    cfg = copy.deepcopy(model.config)
+    cfg["ffn"] = "nested"
+    cfg["ffn_options"] = [{"hidden": f.fc_in.out_features, "widths": widths, "activation": f.act_name,
+                           "bias": f.fc_in.bias is not None} for f in model.ffns]
+    p = model.head.weight
+    nested = TinyTransformer(**cfg).to(p.device, p.dtype)
+    nested.load_state_dict(model.state_dict())
+    return nested

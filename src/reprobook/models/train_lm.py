@@ -108,9 +108,12 @@ def train_lm(model: torch.nn.Module, train: CorpusSplit, config: LMTrainConfig, 
     gen = torch.Generator().manual_seed(int(seed))
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
+    # the fused kernel updates every tensor in one call (the per-tensor loop is a large share of a
+    # tiny model's step); it needs floating-point parameters on a CPU or CUDA device
+    fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in model.parameters())
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=config.lr,
-                            betas=(0.9, 0.95))
+                            betas=(0.9, 0.95), fused=fused)
     if step_loss is None:
         def step_loss(m, x, y):
             return lm_loss(m, x, y, config.aux_weight)
