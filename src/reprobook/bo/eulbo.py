@@ -99,7 +99,7 @@ def fit_eulbo(model: SVGP, X: torch.Tensor, y: torch.Tensor, x0: torch.Tensor, b
               grad_clip: float | None = 2.0, utility_weight: float = 1.0, optimise_x: bool = True,
               optimise_model: bool = True, alternate: bool = True, patience: int = 10,
               n_points: int = 20, planted_bug: str | None = None) -> EulboResult:
-    """Jointly maximise EULBO over ``model`` (in place, warm start) and the query, starting at ``x0``.
+    r"""Jointly maximise EULBO over ``model`` (in place, warm start) and the query, starting at ``x0``.
 
     An *epoch* is ``steps_per_epoch`` full-batch Adam steps; with ``alternate`` the epochs take
     turns updating the model and ``x`` (model first), otherwise every step updates both.
