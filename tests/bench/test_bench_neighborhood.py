@@ -5,7 +5,8 @@ import torch
 import pytest
 
 from reprobook.bench.neighborhood import (
-    SPEED_FORMS, cpu_times, main, median_times, na_flops, speed_rounds, timing_rounds, track_memory,
+    SPEED_FORMS, count_work, cpu_times, local_attention, main, median_times, na_flops, speed_rounds,
+    timing_rounds, track_memory,
 )
 from reprobook.kernels.neighborhood import na1d
 
@@ -34,12 +35,13 @@ def test_track_memory_is_deterministic_and_separates_forms():
 
 
 def test_cpu_times_and_main(capsys):
-    t = cpu_times([32], kernel_size=5, H=1, D=8, repeats=1, forms=("blocked", "naive", "sdpa"))
-    assert set(t[32]) == {"blocked", "naive", "sdpa"} and all(x > 0 for x in t[32].values())
+    t = cpu_times([32], kernel_size=5, H=1, D=8, repeats=1, forms=("blocked", "dense", "naive", "gemm"))
+    assert set(t[32]) == {"blocked", "dense", "naive", "gemm"} and all(x > 0 for x in t[32].values())
     out = main(["--quick", "--lengths", "40", "--kernel-size", "7", "--repeats", "1",
                 "--threads", "1"])
     assert list(out["1d"]) == [40]
-    assert "naive/blocked" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "naive/blocked" in printed and "gemm/blocked" in printed and "dense/blocked" in printed
 
 
 def test_median_times_and_flops():
@@ -81,3 +83,57 @@ def test_speed_rounds_times_every_form_on_the_cpu():
     assert all(len(x) == 2 and min(x) > 0 for x in out[32].values())
     with pytest.raises(ValueError, match="unknown forms"):
         speed_rounds([32], kernel_size=5, forms=("fused", "natten"))
+
+
+def test_speed_rounds_clock():
+    import time as _time
+
+    with pytest.raises(ValueError, match="clock"):
+        speed_rounds([32], kernel_size=5, H=1, D=8, rounds=1, forms=("fused",), clock="gpu")
+    with pytest.raises(ValueError, match="cannot time GPU work"):
+        speed_rounds([32], kernel_size=5, rounds=1, forms=("fused",), device="cuda", clock="cpu")
+    seen = []
+
+    def clock():
+        seen.append(1)
+        return _time.thread_time()
+
+    t = timing_rounds({"a": lambda: sum(range(1000))}, 2, clock=clock)
+    assert len(seen) == 4 and len(t["a"]) == 2          # two reads per timed round
+
+
+def test_count_work_counts_matmul_flops_and_bytes_written():
+    a, b = torch.randn(3, 4, 5), torch.randn(3, 5, 6)
+
+    def f(x, y):
+        z = torch.bmm(x, y)                      # 2*3*4*5*6 FLOPs, 72 floats written
+        z.mul_(2.0)                              # in place, rewrites 72 floats
+        return z.transpose(1, 2)                 # a view: nothing written
+
+    w = count_work(f, a, b)
+    assert w == {"flops": 2 * 3 * 4 * 5 * 6, "bytes_written": 2 * 72 * 4}
+    q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
+    sdpa = count_work(torch.nn.functional.scaled_dot_product_attention, q, k, v)
+    assert sdpa["flops"] == 2 * 2 * 16 * 16 * (8 + 8)
+
+
+def test_count_work_separates_the_na_forms():
+    q, k, v = (torch.randn(1, 256, 2, 16) for _ in range(3))
+    work = {impl: count_work(na1d, q, k, v, 15, impl=impl) for impl in ("naive", "gemm", "torch")}
+    assert work["naive"]["flops"] == na_flops(1, 2, 256, 15, 16)    # the minimum: 2 N k (D + Dv)
+    assert work["gemm"]["flops"] == work["torch"]["flops"] > work["naive"]["flops"]
+    # the unfused forms write more than the blocked form; the naive form most (gathered K and V)
+    assert work["naive"]["bytes_written"] > work["gemm"]["bytes_written"] > work["torch"]["bytes_written"]
+
+
+def test_local_attention_is_block_diagonal_attention():
+    q, k, v = (torch.randn(1, 24, 2, 4, dtype=torch.float64) for _ in range(3))
+    blk = torch.arange(24) // 8
+    mask = blk[:, None] == blk[None, :]
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask).transpose(1, 2)
+    assert (local_attention(q, k, v, 8) - ref).abs().max() < 1e-12
+    with pytest.raises(ValueError, match="block"):
+        local_attention(q, k, v, 0)
+    with pytest.raises(ValueError, match="multiple of block"):
+        local_attention(q, k, v, 5)

@@ -11,6 +11,7 @@ from reprobook.kernels.fp8 import (
     fp8_attention,
     fwht,
     hadamard,
+    has_fp8_matmul,
     incoherent_rotation,
     outlier_normal,
     quantize_e4m3,
@@ -223,3 +224,65 @@ def test_fp16_flash_with_fp16_scores_loses_its_advantage():
         ("flash-s16", dict(style="flash", round_scores=True)))}
     assert e["flash"] < 0.8 * e["standard"]
     assert e["flash-s16"] > 0.9 * e["standard"]
+
+
+def _paper_baseline_one_tile(q, k, v):
+    """The paper's baseline written out for one key tile (Sk <= block_k): per-tensor e4m3 inputs,
+    float32 products, then S, its max, P and the row sum in fp16; P to e4m3; O = (P8 V8) s_V / l."""
+    half = lambda t: t.to(torch.float16).to(torch.float32)  # noqa: E731
+    qq, kq, vq = (quantize_e4m3(t.float()) for t in (q, k, v))
+    tau = q.shape[-1] ** -0.5
+    s = torch.einsum("bqhd,bkhd->bhqk", qq.data.float(), kq.data.float()) * (qq.scale * kq.scale * tau)
+    s = half(s)
+    m = s.amax(-1, keepdim=True)
+    p = half(torch.exp(s - m))
+    l = half(p.sum(-1, keepdim=True))
+    p8 = p.to(torch.float8_e4m3fn).float()
+    o = torch.einsum("bhqk,bkhd->bhqd", p8, vq.data.float()) * vq.scale / l
+    return o.transpose(1, 2)
+
+
+def test_paper_baseline_keeps_softmax_intermediates_in_fp16():
+    q, k, v = (outlier_normal((1, 48, 2, 32), generator=gen(40 + i)) for i in range(3))
+    base16 = fp8_attention(q, k, v, block_quant=False, incoherent=False, softmax_dtype="float16", block_k=64)
+    torch.testing.assert_close(base16, _paper_baseline_one_tile(q, k, v), rtol=1e-6, atol=1e-6)
+    base32 = fp8_attention(q, k, v, block_quant=False, incoherent=False, block_k=64)
+    assert 0 < (base16 - base32).abs().max().item() < 0.05      # differs, but only by fp16 rounding
+    # several key tiles: the running statistics stay fp16 numbers
+    ref = flash_attn_func(q, k, v, impl="reference")
+    tiled = fp8_attention(q, k, v, block_quant=False, incoherent=False, softmax_dtype="float16", block_k=16)
+    assert rmse(tiled, ref) < 2 * rmse(base32, ref)
+    with pytest.raises(ValueError, match="softmax_dtype must be one of"):
+        fp8_attention(q, k, v, softmax_dtype="bfloat16")
+
+
+def test_scale_block_sets_the_scale_granularity():
+    q, k, v = (outlier_normal((2, 64, 2, 32), generator=gen(50 + i)) for i in range(3))
+    torch.testing.assert_close(fp8_attention(q, k, v, block_k=16, block_q=16, scale_block=16),
+                               fp8_attention(q, k, v, block_k=16, block_q=16), rtol=0, atol=0)
+    # one scale block per (batch, head) sequence: the K/V descale of every tile is that block's
+    one_block = fp8_attention(q, k, v, incoherent=False, block_q=16, block_k=16, scale_block=64)
+    per_seq = quantize_e4m3(k.float(), 64)
+    assert per_seq.scale.shape == (2, 1, 2, 1)
+    assert not torch.equal(one_block, fp8_attention(q, k, v, incoherent=False, block_q=16, block_k=16))
+    with pytest.raises(ValueError, match="multiple of block_k"):
+        fp8_attention(q, k, v, block_k=16, scale_block=24)
+
+
+@pytest.mark.skipif(not hasattr(torch, "_scaled_mm"), reason="torch without _scaled_mm")
+def test_scaled_mm_path_matches_the_emulation_where_scaled_mm_upcasts():
+    # on a CPU torch's _scaled_mm multiplies the e4m3 values exactly in float32, so the two paths
+    # must agree to float32 summation order; a length of 40 exercises the zero padding to multiples of 16
+    q, k, v = (outlier_normal((1, 40, 2, 32), generator=gen(60 + i)) for i in range(3))
+    for kw in (dict(), dict(block_quant=False, incoherent=False, softmax_dtype="float16"), dict(causal=True)):
+        emu = fp8_attention(q, k, v, block_q=16, block_k=16, **kw)
+        try:
+            real = fp8_attention(q, k, v, block_q=16, block_k=16, matmul="scaled_mm", **kw)
+        except RuntimeError as e:  # pragma: no cover - a torch build without a CPU _scaled_mm
+            pytest.skip(f"_scaled_mm unavailable on CPU: {e}")
+        torch.testing.assert_close(real, emu, rtol=1e-5, atol=1e-6)
+    assert has_fp8_matmul("cpu") is False
+    with pytest.raises(ValueError, match="matmul must be one of"):
+        fp8_attention(q, k, v, matmul="cublas")
+    with pytest.raises(ValueError, match="fmt='e4m3' only"):
+        fp8_attention(q, k, v, matmul="scaled_mm", fmt="e5m2")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from reprobook.kernels.neighborhood import (
-    PLANTED_BUGS, na1d, na2d, neighborhood_indices, neighborhood_mask, planted_bug,
+    PLANTED_BUGS, fused_working_set, na1d, na2d, neighborhood_indices, neighborhood_mask, planted_bug,
 )
 
 
@@ -88,13 +88,13 @@ CASES_1D = [  # (L, kernel, dilation, causal)
 ]
 
 
-@pytest.mark.parametrize("impl", ["gemm", "torch"])
+@pytest.mark.parametrize("impl", ["naive", "gemm", "torch"])
 @pytest.mark.parametrize("L,k,d,c", CASES_1D)
 def test_1d_forms_equal_reference_float64(impl, L, k, d, c):
     q, kk, v = qkv((2, L, 3, 5), dv=7)
     ref = na1d(q, kk, v, k, d, c, impl="reference")
     assert maxerr(na1d(q, kk, v, k, d, c, impl=impl), ref) <= 1e-10
-    if impl == "torch":
+    if impl in ("gemm", "torch"):
         for tile in (1, 3, 16):
             assert maxerr(na1d(q, kk, v, k, d, c, impl=impl, tile_shape=tile), ref) <= 1e-10
 
@@ -104,7 +104,7 @@ def test_fused_is_an_alias_of_torch():
     assert torch.equal(na1d(q, k, v, 5, impl="fused"), na1d(q, k, v, 5, impl="torch"))
 
 
-@pytest.mark.parametrize("impl", ["reference", "gemm", "torch"])
+@pytest.mark.parametrize("impl", ["reference", "naive", "gemm", "torch"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_kernel_equal_to_length_is_full_attention(impl, causal):
     q, k, v = qkv((2, 37, 2, 20))
@@ -114,7 +114,7 @@ def test_kernel_equal_to_length_is_full_attention(impl, causal):
     assert maxerr(out, sdpa) <= 1e-10
 
 
-@pytest.mark.parametrize("impl", ["reference", "gemm", "torch"])
+@pytest.mark.parametrize("impl", ["reference", "naive", "gemm", "torch"])
 def test_kernel_one_returns_value(impl):
     q, k, v = qkv((1, 12, 2, 3))
     assert maxerr(na1d(q, k, v, 1, impl=impl), v) <= 1e-12
@@ -131,7 +131,7 @@ def test_dilation_is_attention_on_each_residue_subsequence():
 def test_explicit_scale_and_float32_float16():
     q, k, v = qkv((2, 50, 2, 16), dtype=torch.float32)
     ref = na1d(q.double(), k.double(), v.double(), 7, scale=0.3, impl="reference")
-    for impl in ("gemm", "torch"):
+    for impl in ("naive", "gemm", "torch"):
         out = na1d(q, k, v, 7, scale=0.3, impl=impl)
         assert out.dtype == torch.float32
         assert maxerr(out.double(), ref) / ref.abs().max().item() <= 1e-4
@@ -140,20 +140,46 @@ def test_explicit_scale_and_float32_float16():
     assert maxerr(out16.double(), ref) <= 1e-2
 
 
-def test_blocked_form_in_small_chunks():
-    from reprobook.kernels.neighborhood import _check_args, _na_blocked
-
+@pytest.mark.parametrize("impl", ["gemm", "torch"])
+def test_tiled_forms_in_small_chunks(impl):
     q, k, v = qkv((1, 70, 2, 4))
-    args = _check_args(q, k, v, 1, 9, 2, False, None, "torch")[1:]
-    out = _na_blocked(q, k, v, *args, tile_shape=4, chunk_scores=1)   # one tile per chunk
-    assert maxerr(out, na1d(q, k, v, 9, 2, impl="reference")) <= 1e-10
+    ref = na1d(q, k, v, 9, 2, impl="reference")
+    for chunk in (1, 100, 10 ** 9):              # one tile per chunk ... everything in one chunk
+        assert maxerr(na1d(q, k, v, 9, 2, impl=impl, tile_shape=4, chunk_scores=chunk), ref) <= 1e-10
+    with pytest.raises(ValueError, match="chunk_scores must be a positive int"):
+        na1d(q, k, v, 9, impl=impl, chunk_scores=0)
+
+
+def test_gemm_form_stores_the_n_by_k_weights_and_the_blocked_form_does_not():
+    from reprobook.bench.neighborhood import track_memory
+
+    b, n, h, kk = 1, 2048, 2, 31
+    q, k, v = qkv((b, n, h, 8), dtype=torch.float32)
+    weights = b * h * n * kk * 4
+    gemm = track_memory(na1d, q, k, v, kk, impl="gemm", chunk_scores=1 << 12)
+    blocked = track_memory(na1d, q, k, v, kk, impl="torch", chunk_scores=1 << 12)
+    assert gemm["largest"] >= weights                 # the attention tensor, written in full
+    assert blocked["peak"] - blocked["result_bytes"] < weights / 4
+
+
+def test_blocked_memory_is_flat_only_because_of_chunking():
+    from reprobook.bench.neighborhood import track_memory
+
+    def working(n, chunk):
+        q, k, v = qkv((1, n, 1, 8), dtype=torch.float32)
+        m = track_memory(na1d, q, k, v, 15, impl="torch", chunk_scores=chunk)
+        return m["peak"] - m["result_bytes"]
+
+    # chunked: flat up to the tile descriptors (four ints per tile, O(n / T))
+    assert working(4096, 1 << 12) <= 1.1 * working(2048, 1 << 12)
+    assert working(4096, 10 ** 9) > 1.8 * working(2048, 10 ** 9)   # one chunk: grows with n
 
 
 def test_non_contiguous_inputs_and_batched_output():
     q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in qkv((3, 21, 2, 4)))
     assert not q.is_contiguous()
     ref = na1d(q.contiguous(), k.contiguous(), v.contiguous(), 5, 2, impl="reference")
-    for impl in ("gemm", "torch"):
+    for impl in ("naive", "gemm", "torch"):
         assert maxerr(na1d(q, k, v, 5, 2, impl=impl), ref) <= 1e-10
 
 
@@ -175,13 +201,13 @@ CASES_2D = [  # (X, Y, kernel, dilation, causal)
 ]
 
 
-@pytest.mark.parametrize("impl", ["gemm", "torch"])
+@pytest.mark.parametrize("impl", ["naive", "gemm", "torch"])
 @pytest.mark.parametrize("X,Y,k,d,c", CASES_2D)
 def test_2d_forms_equal_reference_float64(impl, X, Y, k, d, c):
     q, kk, v = qkv((2, X, Y, 2, 5), dv=3)
     ref = na2d(q, kk, v, k, d, c, impl="reference")
     assert maxerr(na2d(q, kk, v, k, d, c, impl=impl), ref) <= 1e-10
-    if impl == "torch":
+    if impl in ("gemm", "torch"):
         assert maxerr(na2d(q, kk, v, k, d, c, impl=impl, tile_shape=(3, 2)), ref) <= 1e-10
 
 
@@ -201,7 +227,7 @@ def test_2d_separable_case_matches_1d():
 
 
 # --------------------------------------------------------------------------- gradients
-@pytest.mark.parametrize("impl", ["gemm", "torch"])
+@pytest.mark.parametrize("impl", ["naive", "gemm", "torch"])
 @pytest.mark.parametrize("dims", [1, 2])
 def test_gradients_equal_reference(impl, dims):
     if dims == 1:
@@ -247,7 +273,7 @@ def test_triton_2d(X, Y, k, d, c):
 
 
 # --------------------------------------------------------------------------- planted bugs
-@pytest.mark.parametrize("impl", ["gemm", "torch", "triton"])
+@pytest.mark.parametrize("impl", ["naive", "gemm", "torch", "triton"])
 def test_no_border_shift_breaks_non_causal_windows_of_every_fast_form(impl):
     dt = torch.float32 if impl == "triton" else torch.float64
     q, k, v = qkv((1, 40, 2, 8), dtype=dt)
@@ -261,7 +287,7 @@ def test_no_border_shift_breaks_non_causal_windows_of_every_fast_form(impl):
     assert maxerr(na1d(q, k, v, 7, 2, impl=impl).double(), ref) <= 1e-5
 
 
-@pytest.mark.parametrize("impl", ["torch", "triton"])
+@pytest.mark.parametrize("impl", ["gemm", "torch", "triton"])
 def test_no_halo_keeps_the_output_exact(impl):
     dt = torch.float32 if impl == "triton" else torch.float64
     q, k, v = qkv((1, 9, 11, 2, 8), dtype=dt)
@@ -279,6 +305,31 @@ def test_no_halo_makes_the_blocked_form_quadratic():
     with planted_bug("no-halo"):
         m_bug = track_memory(na1d, q, k, v, 7, impl="torch", tile_shape=16)
     assert m_bug["largest"] > 10 * m["largest"]
+
+
+def test_fused_working_set_does_not_depend_on_length():
+    sets = []
+    for n in (32, 96):
+        q, k, v = qkv((1, n, 1, 20), dv=12, dtype=torch.float32)
+        sets.append(fused_working_set(q, k, v, 7))
+    assert sets[0] == sets[1]
+    w = sets[0]
+    assert (w["head_dim"], w["value_dim"]) == (32, 16)
+    m, nk = w["queries"], w["keys"]
+    assert w["elements"] == m * 32 + nk * (32 + 16) + m * nk + m * 16 + 2 * m
+    assert w["bytes"] == 4 * w["elements"] and w["registers"] is None     # interpreted
+    q2, k2, v2 = qkv((1, 6, 9, 1, 8), dtype=torch.float32)
+    assert fused_working_set(q2, k2, v2, (3, 4))["queries"] >= 1
+    with pytest.raises(ValueError, match="query must be"):
+        fused_working_set(q[0], k[0], v[0], 3)
+
+
+@pytest.mark.parametrize("impl", ["naive", "gemm", "torch"])
+def test_half_inputs_on_cpu_compute_in_float32(impl):
+    q, k, v = qkv((1, 40, 2, 16), dtype=torch.float16)
+    ref = na1d(q.double(), k.double(), v.double(), 7, impl="reference")
+    out = na1d(q, k, v, 7, impl=impl)
+    assert out.dtype == torch.float16 and maxerr(out.double(), ref) <= 2e-3
 
 
 def test_planted_bug_names_and_nesting():

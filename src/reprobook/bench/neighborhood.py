@@ -1,21 +1,24 @@
-"""Benchmark: neighborhood attention, blocked (fused) vs GEMM vs dense-masked vs NATTEN vs SDPA.
+"""Benchmark: neighborhood attention, its fused, GEMM, naive and dense forms, NATTEN and SDPA.
 
 On CPU it prints, for each length ``L`` (1-D, kernel 63 by default), the median forward time of
-each form divided by that of our blocked form (ratios measured in one run; absolute times depend
-on the machine):
+each form divided by that of our blocked (fused) form (ratios measured in one run; absolute times
+depend on the machine):
 
-* ``naive``: dense attention with the ``L x L`` neighbourhood mask (``impl="reference"``);
-* ``gemm``: gather the ``k`` neighbours of every query, batched matmuls (``impl="gemm"``);
+* ``dense``: dense attention with the ``L x L`` neighbourhood mask (``impl="reference"``);
+* ``naive``: gather the ``k`` neighbours of every query, matrix-vector products (``impl="naive"``);
+* ``gemm``: the paper's unfused GEMM form: tile GEMMs, the ``L x k`` weights stored in between
+  (``impl="gemm"``);
 * ``natten``: ``natten.na1d(..., backend="flex-fna")`` when NATTEN is importable (its CPU path);
 * ``sdpa``: dense full self-attention, ``torch.nn.functional.scaled_dot_product_attention``.
 
 A ratio above 1 means the blocked form is that many times faster. The work the blocked form does is
 about ``L * (T + k - 1)`` scores (tile ``T``) against ``L**2`` for dense attention.
 
-It also provides :func:`track_memory`, a deterministic allocation counter used by the chapter.
+It also provides :func:`speed_rounds` (interleaved timing rounds, the chapter's replicates) and
+re-exports the deterministic counters :func:`track_memory` and :func:`count_work`.
 
-On a GPU it times the Triton kernel against SDPA (and NATTEN, if installed) with
-``triton.testing.do_bench`` and prints TFLOP/s with NATTEN's count
+On a GPU it times the Triton kernel, the GEMM and naive forms and SDPA (and NATTEN, if installed)
+in half precision with ``triton.testing.do_bench`` and prints TFLOP/s with NATTEN's count
 ``FLOPs = 2·B·H·N·prod(k)·(D + Dv)`` (dense SDPA: ``2·B·H·N²·(D + Dv)``).
 
     python -m reprobook.bench.neighborhood [--quick]
@@ -27,88 +30,16 @@ import argparse
 import math
 import statistics
 import time
-import weakref
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
+from reprobook.bench._counters import count_work, track_memory
 from reprobook.kernels.neighborhood import na1d, na2d
 
-__all__ = ["track_memory", "median_time", "median_times", "timing_rounds", "speed_rounds",
-           "SPEED_FORMS", "cpu_times", "main", "na_flops"]
-
-
-# --------------------------------------------------------------------------------------------
-# deterministic memory accounting
-# --------------------------------------------------------------------------------------------
-class _AllocationCounter(TorchDispatchMode):
-    """Counts the bytes of tensor storages that aten ops create while the mode is active.
-
-    Each op's outputs whose storage is new (not one of its inputs' and not already counted) add
-    their storage size to ``current``; the bytes are released when the last tensor object seen
-    with that storage is garbage-collected. ``peak`` is the maximum of ``current``, ``largest``
-    the largest single new storage. Storages created outside (the inputs) are never counted.
-    Everything is counted from the ops' outputs, so the numbers do not depend on the allocator,
-    the machine or timing: the same code and shapes give the same bytes.
-    """
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # torch wraps __torch_dispatch__ in a dynamo-disable guard unless told otherwise; nothing
-        # here is compiled, and the guard would import torch._dynamo (seconds) on first use
-        return False
-
-    def __init__(self):
-        super().__init__()
-        self.live: dict[int, list[int]] = {}   # storage address -> [bytes, tensor objects]
-        self.current = self.peak = self.largest = 0
-
-    def _release(self, key: int) -> None:
-        entry = self.live.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] == 0:
-            self.current -= entry[0]
-            del self.live[key]
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
-                  if isinstance(t, torch.Tensor)}
-        for t in tree_leaves(out):
-            if not isinstance(t, torch.Tensor):
-                continue
-            st = t.untyped_storage()
-            key, nbytes = st.data_ptr(), st.nbytes()
-            if key in self.live:
-                self.live[key][1] += 1
-            elif key in inputs or nbytes == 0:
-                continue                      # a view of (or in-place on) an outside tensor
-            else:
-                self.live[key] = [nbytes, 1]
-                self.current += nbytes
-                self.peak = max(self.peak, self.current)
-                self.largest = max(self.largest, nbytes)
-            weakref.finalize(t, self._release, key)
-        return out
-
-
-def track_memory(fn, *args, **kwargs) -> dict:
-    """Run ``fn(*args, **kwargs)`` under no-grad and count what its aten ops allocate.
-
-    Returns ``{"peak": bytes, "largest": bytes, "result_bytes": bytes}``: the peak of the bytes
-    live at once (the returned result included), the largest single allocation, and the size of
-    the returned tensor's storage. Deterministic (see :class:`_AllocationCounter`).
-    """
-    counter = _AllocationCounter()
-    with torch.no_grad(), counter:
-        out = fn(*args, **kwargs)
-    res = out.untyped_storage().nbytes() if isinstance(out, torch.Tensor) else 0
-    del out
-    return {"peak": counter.peak, "largest": counter.largest, "result_bytes": res}
+__all__ = ["track_memory", "count_work", "median_time", "median_times", "timing_rounds",
+           "speed_rounds", "SPEED_FORMS", "local_attention", "local_block", "cpu_times", "main",
+           "na_flops"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,7 +59,8 @@ def median_times(fns: dict, repeats: int = 5) -> dict:
     return {name: statistics.median(ts) for name, ts in timing_rounds(fns, repeats).items()}
 
 
-def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best_of: int = 1) -> dict:
+def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best_of: int = 1,
+                  clock=time.perf_counter) -> dict:
     """Wall time of each ``fns[name]()`` in each of ``rounds`` interleaved rounds (seconds per call).
 
     One warm-up call of every function first (a GPU kernel compiles there); then each round times
@@ -141,7 +73,9 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best
     time. ``best_of``: each form is timed that many times in a row within a round and the fastest
     kept (load from other processes only ever adds time, so the minimum is the steadiest
     estimate). ``sync`` (e.g. ``torch.cuda.synchronize``) is called around each timed stretch, so
-    asynchronous launches are timed to completion.
+    asynchronous launches are timed to completion. ``clock``: the timer, wall time by default;
+    :func:`time.thread_time` measures the CPU time of the calling thread, which other processes on
+    a shared machine cannot inflate (valid when all the work runs on that thread: one torch thread).
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive int, got {rounds!r}")
@@ -156,10 +90,10 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best
     calls = dict.fromkeys(fns, 1)
     if min_time > 0:
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
             sync()
-            once = time.perf_counter() - t0
+            once = clock() - t0
             calls[name] = max(1, math.ceil(min_time / once)) if once > 0 else 1
     times = {name: [] for name in fns}
     for _ in range(rounds):
@@ -167,11 +101,11 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best
             best = math.inf
             for _ in range(best_of):
                 sync()
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(calls[name]):
                     fn()
                 sync()
-                best = min(best, (time.perf_counter() - t0) / calls[name])
+                best = min(best, (clock() - t0) / calls[name])
             times[name].append(best)
     return times
 
@@ -179,28 +113,65 @@ def timing_rounds(fns: dict, rounds: int, sync=None, min_time: float = 0.0, best
 #: The forms :func:`speed_rounds` can time (1-D NA forward, heads-last [B, L, H, D]).
 SPEED_FORMS = {
     "fused": "fused NA: our blocked torch form on a CPU, the Triton kernel on a GPU",
-    "gemm": "unfused NA: gather the k neighbours, batched matmuls (impl='gemm')",
+    "gemm": "the paper's unfused GEMM NA: tile GEMMs, the L x k weights stored (impl='gemm')",
+    "naive": "naive NA: gather the k neighbours of each query, matrix-vector products (impl='naive')",
     "dense": "dense attention with the L x L NA mask (torch SDPA with a boolean attn_mask)",
-    "full": "dense self-attention without a mask (torch SDPA), for scale",
+    "full": "dense self-attention without a mask (torch SDPA)",
+    "local": "block-local attention: SDPA inside disjoint blocks of local_block(k) tokens (no "
+             "sliding window; about NA's FLOPs)",
     "fused-no-halo": "the fused form with planted_bug('no-halo'): every tile visits all keys",
+    "gemm-no-halo": "the GEMM form with planted_bug('no-halo'): every tile's span is its whole group",
 }
 
 
+def local_block(kernel_size: int) -> int:
+    """Block size of :func:`local_attention` for a window ``kernel_size``: the next power of two."""
+    return 1 << max(0, (int(kernel_size) - 1).bit_length())
+
+
+def local_attention(q, k, v, block: int):
+    """Attention inside disjoint blocks of ``block`` consecutive tokens (``[B, L, H, D]``, ``L`` a
+    multiple of ``block``): what NA becomes with its per-query sliding window removed, at about
+    NA's FLOP count, as one batched SDPA."""
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive int, got {block!r}")
+    b, L, h, _ = q.shape
+    if L % block:
+        raise ValueError(f"local_attention needs the length {L} to be a multiple of block {block}")
+
+    def blocks(t):
+        return t.reshape(b * L // block, block, h, t.shape[-1]).transpose(1, 2)
+
+    o = F.scaled_dot_product_attention(blocks(q), blocks(k), blocks(v))
+    return o.transpose(1, 2).reshape(b, L, h, v.shape[-1])
+
+
 def speed_rounds(lengths, kernel_size=63, B=1, H=4, D=64, rounds=5, forms=tuple(SPEED_FORMS),
-                 device="cpu", dtype=torch.float32, seed=0, min_time=0.0, best_of=1) -> dict:
+                 device="cpu", dtype=torch.float32, seed=0, min_time=0.0, best_of=1,
+                 clock="auto") -> dict:
     """``{L: {form: [seconds per round]}}`` of the 1-D forward at each length, forms interleaved.
 
     The fused form is ``impl="torch"`` (blocked) on a CPU and ``impl="triton"`` on a CUDA device
     (compiled; its inputs must be there). The dense mask is built once per length, outside the
     timed calls, as a model would cache it. Inference mode; ``torch.cuda.synchronize`` around
     every timed stretch on a GPU. ``min_time`` and ``best_of`` as in :func:`timing_rounds`.
+    ``clock="auto"``: on a CPU running one torch thread, the CPU time of this thread
+    (:func:`time.thread_time`, steady on a shared machine); otherwise wall time. ``"wall"`` or
+    ``"cpu"`` force one.
     """
     from reprobook.kernels.neighborhood import neighborhood_mask, planted_bug
 
     unknown = [f for f in forms if f not in SPEED_FORMS]
     if unknown:
         raise ValueError(f"unknown forms {unknown}; choose from {tuple(SPEED_FORMS)}")
+    if clock not in ("auto", "wall", "cpu"):
+        raise ValueError(f"clock must be 'auto', 'wall' or 'cpu', got {clock!r}")
     device = torch.device(device)
+    if clock == "cpu" and device.type == "cuda":
+        raise ValueError("clock='cpu' cannot time GPU work; use 'wall' or 'auto'")
+    if clock == "auto":
+        clock = "cpu" if device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
+    timer = time.thread_time if clock == "cpu" else time.perf_counter
     fused_impl = "triton" if device.type == "cuda" else "torch"
     sync = torch.cuda.synchronize if device.type == "cuda" else None
     out = {}
@@ -209,19 +180,24 @@ def speed_rounds(lengths, kernel_size=63, B=1, H=4, D=64, rounds=5, forms=tuple(
             q, k, v = _inputs((B, L, H, D), device=device, dtype=dtype, seed=seed)
             mask = neighborhood_mask(L, kernel_size, device=device) if "dense" in forms else None
 
-            def no_halo():
-                with planted_bug("no-halo"):
-                    return na1d(q, k, v, kernel_size, impl=fused_impl)
+            def bugged(impl):
+                def run():
+                    with planted_bug("no-halo"):
+                        return na1d(q, k, v, kernel_size, impl=impl)
+                return run
 
             fns = {
                 "fused": lambda: na1d(q, k, v, kernel_size, impl=fused_impl),
                 "gemm": lambda: na1d(q, k, v, kernel_size, impl="gemm"),
+                "naive": lambda: na1d(q, k, v, kernel_size, impl="naive"),
                 "dense": lambda: _sdpa(q, k, v, mask),
                 "full": lambda: _sdpa(q, k, v),
-                "fused-no-halo": no_halo,
+                "local": lambda: local_attention(q, k, v, local_block(kernel_size)),
+                "fused-no-halo": bugged(fused_impl),
+                "gemm-no-halo": bugged("gemm"),
             }
             out[L] = timing_rounds({f: fns[f] for f in forms}, rounds, sync=sync,
-                                   min_time=min_time, best_of=best_of)
+                                   min_time=min_time, best_of=best_of, clock=timer)
             del q, k, v, mask
     return out
 
@@ -246,7 +222,7 @@ def _inputs(shape, device="cpu", dtype=torch.float32, seed=0):
 
 
 def cpu_times(lengths, kernel_size=63, B=1, H=4, D=64, repeats=5,
-              forms=("blocked", "naive", "gemm", "sdpa", "natten"), dims=1) -> dict:
+              forms=("blocked", "dense", "naive", "gemm", "sdpa", "natten"), dims=1) -> dict:
     """``{L: {form: median seconds}}`` of the forward pass (float32, CPU, inference mode).
 
     ``dims=2`` runs ``na2d`` on ``L x L`` maps with a ``kernel_size x kernel_size`` window.
@@ -261,7 +237,8 @@ def cpu_times(lengths, kernel_size=63, B=1, H=4, D=64, repeats=5,
             q, k, v = _inputs(shape)
             fns = {
                 "blocked": lambda: na(q, k, v, kernel_size, impl="torch"),
-                "naive": lambda: na(q, k, v, kernel_size, impl="reference"),
+                "dense": lambda: na(q, k, v, kernel_size, impl="reference"),
+                "naive": lambda: na(q, k, v, kernel_size, impl="naive"),
                 "gemm": lambda: na(q, k, v, kernel_size, impl="gemm"),
                 "sdpa": (lambda: _sdpa(q, k, v)) if dims == 1 else (
                     lambda: _sdpa(*(t.reshape(B, L * L, H, D) for t in (q, k, v)))),
@@ -280,7 +257,8 @@ def na_flops(B, H, N, kernel_volume, D, Dv=None) -> float:
 
 
 def _print_table(title, times):
-    forms = [f for f in ("naive", "gemm", "natten", "sdpa") if any(f in t for t in times.values())]
+    forms = [f for f in ("dense", "naive", "gemm", "natten", "sdpa")
+             if any(f in t for t in times.values())]
     print(title)
     print(f"{'L':>6} " + " ".join(f"{f + '/blocked':>15}" for f in forms))
     for L, t in times.items():
@@ -289,24 +267,29 @@ def _print_table(title, times):
 
 
 def gpu_table(lengths, kernel_size=127, B=1, H=8, D=128):  # pragma: no cover - needs a GPU
-    """GPU only: ms and TFLOP/s of the Triton forward, SDPA and NATTEN (fp16, 1-D)."""
+    """GPU only: ms and TFLOP/s of the Triton forward, the GEMM and naive forms, SDPA and NATTEN
+    (fp16, 1-D). The naive form is skipped where its gathered keys would exceed 8 GiB."""
     import triton
 
     natten = _natten()
     print(f"GPU fp16 forward, B={B}, H={H}, D={D}, kernel {kernel_size}; NA TFLOP/s = "
           "2*B*H*N*k*(D+Dv)/time, SDPA TFLOP/s = 2*B*H*N*N*(D+Dv)/time")
-    print(f"{'L':>6} {'triton ms':>10} {'TFLOP/s':>8} {'sdpa ms':>8} {'TFLOP/s':>8} {'natten ms':>10}")
+    print(f"{'L':>6} {'triton ms':>10} {'TFLOP/s':>8} {'gemm ms':>8} {'naive ms':>9} {'sdpa ms':>8} "
+          f"{'TFLOP/s':>8} {'natten ms':>10}")
     for L in lengths:
         q, k, v = _inputs((B, L, H, D), device="cuda", dtype=torch.float16)
         with torch.no_grad():
             ms_tri = triton.testing.do_bench(lambda: na1d(q, k, v, kernel_size, impl="triton"))
+            ms_gemm = triton.testing.do_bench(lambda: na1d(q, k, v, kernel_size, impl="gemm"))
+            ms_naive = (triton.testing.do_bench(lambda: na1d(q, k, v, kernel_size, impl="naive"))
+                        if 2 * B * H * L * kernel_size * D * 2 < 8 * 2 ** 30 else float("nan"))
             ms_sdpa = triton.testing.do_bench(lambda: _sdpa(q, k, v))
             ms_nat = (triton.testing.do_bench(lambda: natten.na1d(q, k, v, kernel_size))
                       if natten is not None else float("nan"))
         f_na = na_flops(B, H, L, kernel_size, D)
         f_sd = na_flops(B, H, L, L, D)
-        print(f"{L:>6} {ms_tri:>10.3f} {f_na / ms_tri / 1e9:>8.1f} {ms_sdpa:>8.3f} "
-              f"{f_sd / ms_sdpa / 1e9:>8.1f} {ms_nat:>10.3f}")
+        print(f"{L:>6} {ms_tri:>10.3f} {f_na / ms_tri / 1e9:>8.1f} {ms_gemm:>8.3f} {ms_naive:>9.3f} "
+              f"{ms_sdpa:>8.3f} {f_sd / ms_sdpa / 1e9:>8.1f} {ms_nat:>10.3f}")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -333,7 +316,7 @@ def main(argv: list[str] | None = None) -> dict:
 def _run(args) -> dict:
     lengths = args.lengths or ([256, 512, 1024] if args.quick else [512, 1024, 2048, 4096])
     repeats = args.repeats or (3 if args.quick else 5)
-    forms = ["blocked", "naive", "gemm", "sdpa"]
+    forms = ["blocked", "dense", "naive", "gemm", "sdpa"]
     if not (args.quick or args.no_natten):
         forms.append("natten")
     times = cpu_times(lengths, kernel_size=args.kernel_size, repeats=repeats, forms=forms)

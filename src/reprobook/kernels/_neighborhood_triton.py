@@ -152,11 +152,13 @@ def _default_tiles(na_dim: int, on_gpu: bool):
 
 
 def na_triton_forward(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None,
-                      shift_borders=True, halo=True):
+                      shift_borders=True, halo=True, info=None):
     """Launch the kernel on heads-last ``q, k [B, *S, H, D]``, ``v [B, *S, H, Dv]``.
 
     ``shift_borders=False`` / ``halo=False`` plant the bugs of
-    :func:`reprobook.kernels.neighborhood.planted_bug` (controls only)."""
+    :func:`reprobook.kernels.neighborhood.planted_bug` (controls only). A dict ``info`` is filled
+    with the launch's tiles and per-program working set (see
+    :func:`reprobook.kernels.neighborhood.fused_working_set`)."""
     check_triton_target("query", q)
     na_dim = len(spatial)
     if na_dim == 1:                                  # 1-D runs as 2-D with a unit first axis
@@ -180,7 +182,8 @@ def na_triton_forward(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None,
     ntx = -(-(-(-x // dil[0])) // bx)
     nty = -(-(-(-y // dil[1])) // by)
     grid = (dil[0] * ntx * dil[1] * nty, b * h)
-    _na2d_fwd_kernel[grid](
+    bd, bdv = max(16, _pow2(d)), max(16, _pow2(dv))
+    compiled = _na2d_fwd_kernel[grid](
         q, k, v, o,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         h, x, y, d, dv,
@@ -188,8 +191,17 @@ def na_triton_forward(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None,
         float(scale),
         CAUSAL_X=bool(causal[0]), CAUSAL_Y=bool(causal[1]),
         BX=bx, BY=by, KBX=kbx, KBY=kby,
-        BD=max(16, _pow2(d)), BDV=max(16, _pow2(dv)),
+        BD=bd, BDV=bdv,
         ACC_F64=q.dtype == torch.float64, IEEE=q.dtype in (torch.float32, torch.float64),
         SHIFT=bool(shift_borders), HALO=bool(halo),
     )
+    if info is not None:
+        m, n = bx * by, kbx * kby
+        elements = m * bd + n * (bd + bdv) + m * n + m * bdv + 2 * m
+        acc_bytes = 8 if q.dtype == torch.float64 else 4
+        info.update(queries=m, keys=n, head_dim=bd, value_dim=bdv, elements=elements,
+                    bytes=elements * acc_bytes, registers=getattr(compiled, "n_regs", None),
+                    spills=getattr(compiled, "n_spills", None),
+                    shared_bytes=getattr(getattr(compiled, "metadata", None), "shared", None),
+                    num_warps=getattr(getattr(compiled, "metadata", None), "num_warps", None))
     return o.squeeze(1) if na_dim == 1 else o

@@ -35,6 +35,23 @@ variant is offered as ``rotate_v=True`` and is our addition, not the paper's rec
 [0, 1], computed in float32 with the online-softmax running max ``m``) are cast to e4m3 *without*
 a scale before the ``P V`` GEMM; the row sum ``l`` is taken from the float32 ``P`` and the division
 ``O = A / l`` is done in float32.
+
+**Softmax precision.** FA3 keeps every softmax intermediate in float32 (``softmax_dtype="float32"``).
+The paper's *baseline* FP8 attention (Sec. 4.3) has per-tensor scales, float32 matmul accumulators
+and its intermediate softmax results in FP16; ``softmax_dtype="float16"`` emulates that: each score
+tile leaves its float32 accumulator (descaled and multiplied by ``τ``) as an fp16 number, and the
+running max ``m``, the rescale factor ``e^{m - m'}``, the unnormalised ``P = e^{S - m}`` and the
+running sum ``l`` are each rounded to fp16 when formed (a tile's row sum is added up in float32
+and rounded once, as a reduction into an fp16 register would be). ``P`` then goes to e4m3 from its
+fp16 value, the ``P V`` accumulator stays float32 and ``O = A / l`` divides by the fp16 ``l``. The
+paper does not spell out its baseline further; this is our reading of that sentence.
+
+**Matrix products.** ``matmul="emulated"`` (default) multiplies the e4m3 values in float32 on any
+device. ``matmul="scaled_mm"`` sends each tile's two GEMMs (``Q8 K8_j^T`` and ``P8_j V8_j``) to
+``torch._scaled_mm`` with unit scales and a float32 output, i.e. to the FP8 tensor cores on a GPU
+that has them (compute capability >= 8.9); the descales are applied to the float32 result exactly
+as in the emulation, so the two differ only by how the hardware accumulates. On a CPU torch's own
+``_scaled_mm`` upcasts, so there the two agree exactly and the comparison tests nothing.
 """
 
 from __future__ import annotations
@@ -64,6 +81,9 @@ __all__ = [
     "fp16_attention",
     "outlier_normal",
     "rmse",
+    "has_fp8_matmul",
+    "SOFTMAX_DTYPES",
+    "MATMULS",
 ]
 
 E4M3_MAX = 448.0
@@ -71,6 +91,11 @@ E5M2_MAX = 57344.0
 #: FP8 formats: torch dtype and largest finite value.
 FP8_FORMATS = {"e4m3": (torch.float8_e4m3fn, E4M3_MAX), "e5m2": (torch.float8_e5m2, E5M2_MAX)}
 ROTATIONS = ("hadamard", "signed-permutation")
+#: Precisions of the softmax intermediates of :func:`fp8_attention` (FA3: float32; the paper's
+#: baseline: float16).
+SOFTMAX_DTYPES = ("float32", "float16")
+#: How :func:`fp8_attention` multiplies its e4m3 tiles.
+MATMULS = ("emulated", "scaled_mm")
 _E4M3_MIN_NORMAL_EXP = -6
 _E4M3_MANTISSA_BITS = 3
 
@@ -226,6 +251,9 @@ def fp8_attention(
     seed=0,
     rotation="hadamard",
     fmt="e4m3",
+    softmax_dtype="float32",
+    matmul="emulated",
+    scale_block=None,
 ):
     """Emulated FP8 attention forward on ``[B, S, H, D]`` inputs; returns float32 ``[B, Sq, H, Dv]``.
 
@@ -235,17 +263,32 @@ def fp8_attention(
     ``S_j = (Q8 K8_j^T) s_Q s_Kj τ``, online softmax in float32, ``P_j`` cast to e4m3
     (``quantize_p``) and ``A += (P8_j V8_j) s_Vj``; finally ``O = A / l``.
 
-    ``block_quant=False, incoherent=False`` is the baseline FP8 attention (per-tensor scales).
-    ``rotation="signed-permutation"`` and ``fmt="e5m2"`` break the recipe on purpose (see the
-    module docstring), for controls.
+    ``block_quant=False, incoherent=False, softmax_dtype="float16"`` is the paper's baseline FP8
+    attention (per-tensor scales, FP16 softmax intermediates); with the default float32 softmax it
+    is the baseline given FA3's softmax path, a variant of ours. ``rotation="signed-permutation"``
+    and ``fmt="e5m2"`` break the recipe on purpose (see the module docstring), for controls.
+    ``matmul="scaled_mm"`` runs the tile GEMMs through ``torch._scaled_mm`` (FP8 tensor cores on a
+    GPU that has them; see :func:`has_fp8_matmul`). ``scale_block``: rows per scale block of Q, K
+    and V when ``block_quant`` (default: the tiles, ``block_q`` for Q and ``block_k`` for K and V,
+    as the kernel does); a multiple of ``block_k``, so that a key tile has one scale.
     """
     _, Sq, H, D, Sk, Hkv, Dv, scale = _check_inputs(q, k, v, softmax_scale)
     if rotation not in ROTATIONS:
         raise ValueError(f"rotation must be one of {ROTATIONS}, got {rotation!r}")
+    if softmax_dtype not in SOFTMAX_DTYPES:
+        raise ValueError(f"softmax_dtype must be one of {SOFTMAX_DTYPES}, got {softmax_dtype!r}")
+    if matmul not in MATMULS:
+        raise ValueError(f"matmul must be one of {MATMULS}, got {matmul!r}")
+    if matmul == "scaled_mm" and fmt != "e4m3":
+        raise ValueError("matmul='scaled_mm' supports fmt='e4m3' only")
     if fmt not in FP8_FORMATS:
         raise ValueError(f"fmt must be one of {tuple(FP8_FORMATS)}, got {fmt!r}")
     _check_block("block_q", block_q)
     _check_block("block_k", block_k)
+    if scale_block is not None:
+        _check_block("scale_block", scale_block)
+        if scale_block % block_k:
+            raise ValueError(f"scale_block ({scale_block}) must be a multiple of block_k ({block_k})")
     qf, kf, vf = (t.detach().to(torch.float32) for t in (q, k, v))
     if incoherent:
         signs = random_signs(D, seed, device=q.device)
@@ -256,21 +299,30 @@ def fp8_attention(
     if rotate_v:
         signs_v = random_signs(Dv, seed + 1, device=q.device)
         vf = incoherent_rotation(vf, signs_v)
-    qq = quantize_fp8(qf, block_q if block_quant else None, fmt)
-    kq = quantize_fp8(kf, block_k if block_quant else None, fmt)
-    vq = quantize_fp8(vf, block_k if block_quant else None, fmt)
+    bq_s, bk_s = (block_q, block_k) if scale_block is None else (scale_block, scale_block)
+    qq = quantize_fp8(qf, bq_s if block_quant else None, fmt)
+    kq = quantize_fp8(kf, bk_s if block_quant else None, fmt)
+    vq = quantize_fp8(vf, bk_s if block_quant else None, fmt)
+    per_tile = bk_s // block_k                    # key tiles per K/V scale block
     p_dtype = FP8_FORMATS[fmt][0]
 
     g = H // Hkv
     q8 = qq.data.to(torch.float32).transpose(1, 2)                    # [B, H, Sq, D]
     k8 = _expand_kv(kq.data.to(torch.float32), g).transpose(1, 2)     # [B, H, Sk, D]
     v8 = _expand_kv(vq.data.to(torch.float32), g).transpose(1, 2)     # [B, H, Sk, Dv]
+    if matmul == "scaled_mm":
+        # the e4m3 values are exact in float32, so casting them back is lossless
+        q8e = q8.to(p_dtype)
+        k8e, v8e = k8.to(p_dtype), v8.to(p_dtype)
+    half = softmax_dtype == "float16"
+    rnd = (lambda t: t.to(torch.float16).to(torch.float32)) if half else (lambda t: t)
     sq_row = qq.row_scale().transpose(1, 2) * scale                   # [B|1, H|1, Sq|1, 1]
 
     def tile_scale(qz, j):  # the one descale of key/value tile j, as [B|1, H|1, 1, 1]
         if qz.block is None:
             return qz.scale
-        return _expand_kv(qz.scale[:, j:j + 1], g).transpose(1, 2)
+        jb = j // per_tile
+        return _expand_kv(qz.scale[:, jb:jb + 1], g).transpose(1, 2)
 
     # All query rows are handled at once (row statistics do not depend on the query tiling); the
     # keys are streamed in tiles of block_k, so P is rounded exactly as the kernel rounds it.
@@ -280,21 +332,68 @@ def fp8_attention(
     for j, j0 in enumerate(range(0, _kv_end(0, Sq, Sq, Sk, causal), block_k)):
         sl = slice(j0, j0 + block_k)
         # S_j = (Q8 K8_j^T) s_Q s_Kj tau: the descales multiply the fp32 accumulator of the tile
-        s = _scores(q8, k8[:, :, sl], 1.0, causal, 0, j0, Sq, Sk).mul_(sq_row * tile_scale(kq, j))
+        if matmul == "scaled_mm":
+            s = _mask_scores(_scaled_bmm(q8e, k8e[:, :, sl].transpose(-1, -2)), causal, j0, Sq, Sk)
+        else:
+            s = _scores(q8, k8[:, :, sl], 1.0, causal, 0, j0, Sq, Sk)
+        s = rnd(s.mul_(sq_row * tile_scale(kq, j)))        # the baseline keeps S in fp16
         m_new = torch.maximum(m, s.amax(dim=-1))
         m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
-        alpha = torch.exp(m - m_safe)
-        p = s.sub_(m_safe[..., None]).exp_()
-        l = alpha * l + p.sum(dim=-1)
+        alpha = rnd(torch.exp(m - m_safe))
+        p = rnd(s.sub_(m_safe[..., None]).exp_())
+        l = rnd(alpha * l + rnd(p.sum(dim=-1)))
         if quantize_p:
-            p = p.to(p_dtype).to(torch.float32)
-        acc = alpha[..., None] * acc + (p @ v8[:, :, sl]) * tile_scale(vq, j)
+            p = p.to(p_dtype)
+            pv = _scaled_bmm(p, v8e[:, :, sl]) if matmul == "scaled_mm" else p.to(torch.float32) @ v8[:, :, sl]
+        else:
+            pv = p @ v8[:, :, sl]
+        acc = alpha[..., None] * acc + pv * tile_scale(vq, j)
         m = m_new
     out = acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]
     out = out.transpose(1, 2)
     if rotate_v:
         out = _unrotate(out, signs_v)
     return out
+
+
+def has_fp8_matmul(device) -> bool:
+    """Whether ``device`` multiplies e4m3 matrices on FP8 tensor cores through ``torch._scaled_mm``:
+    a CUDA device of compute capability 8.9 (Ada) or later. A CPU's ``_scaled_mm`` upcasts."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 9)
+
+
+def _scaled_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for e4m3 ``a [..., M, K]`` and ``b [..., K, N]`` through ``torch._scaled_mm`` (unit
+    scales, float32 output), one 2-D call per leading index. ``_scaled_mm`` wants ``b`` column-major
+    and every dimension a multiple of 16; other shapes are zero-padded (zeros add nothing)."""
+    *lead, M, K = a.shape
+    N = b.shape[-1]
+    pad = lambda n: -(-n // 16) * 16  # noqa: E731
+    Mp, Kp, Np = pad(M), pad(K), pad(N)
+    a2 = a.reshape(-1, M, K)
+    b2 = b.reshape(-1, K, N)
+    if (Mp, Kp) != (M, K):
+        a2 = torch.nn.functional.pad(a2.to(torch.float32), (0, Kp - K, 0, Mp - M)).to(a.dtype)
+    if (Kp, Np) != (K, N):
+        b2 = torch.nn.functional.pad(b2.to(torch.float32), (0, Np - N, 0, Kp - K)).to(b.dtype)
+    one = torch.ones((), dtype=torch.float32, device=a.device)
+    out = torch.stack([
+        torch._scaled_mm(a2[i].contiguous(), b2[i].transpose(0, 1).contiguous().transpose(0, 1),
+                         one, one, out_dtype=torch.float32)
+        for i in range(a2.shape[0])])
+    return out[:, :M, :N].reshape(*lead, M, N)
+
+
+def _mask_scores(s, causal, j0, sq, sk):
+    """Bottom-right causal mask on a score tile of all query rows and keys ``j0 ...``."""
+    if not causal:
+        return s
+    rows = torch.arange(sq, device=s.device)[:, None]
+    cols = torch.arange(j0, j0 + s.shape[-1], device=s.device)[None, :]
+    return s.masked_fill(cols > rows + (sk - sq), float("-inf"))
 
 
 def fp16_attention(q, k, v, style="flash", softmax_scale=None, block_k=64, round_scores=False):

@@ -18,24 +18,41 @@ dilation ``d`` and a causal flag:
 A key is a neighbour in 2-D iff it is one on both axes, each with its own ``(k, d, causal)``. The
 output is ``o_i = sum_{j in N(i)} softmax_j(scale * q_i . k_j) v_j`` with ``scale = D**-0.5``.
 
-Four forms sit behind :func:`na1d` / :func:`na2d` (``impl=``):
+Five forms sit behind :func:`na1d` / :func:`na2d` (``impl=``):
 
 ``"reference"``
     dense attention over all ``N`` tokens with the ``N x N`` neighbourhood mask (ground truth,
     brute force, O(N^2) time and memory; float64-capable).
+``"naive"``
+    the gather form (NATTEN's "naive" pattern, one query at a time): gather the ``K = prod(k)``
+    neighbours of every query into a ``[B, H, N, K, D]`` tensor, form the ``[B, H, N, K]``
+    attention weights by batched matrix-*vector* products, softmax, and contract them with the
+    gathered values. Fewest FLOPs (``2 N K (D + Dv)``), O(N K D) memory traffic.
 ``"gemm"``
-    NATTEN's unfused form: gather the ``K = prod(k)`` neighbours of every query into a
-    ``[B, H, N, K, D]`` tensor, form the ``[B, H, N, K]`` attention matrix by a batched matmul,
-    softmax it, and contract it with the gathered values. O(N K D) memory.
+    the paper's GEMM-based, unfused NA (Hassani et al. 2024, Sec. 3.1). Queries are tiled as in
+    the fused form; the windows of a tile of ``T`` queries lie in a *span* of ``S = T + k - 1``
+    consecutive keys per axis, so (1) **PN**: one dense GEMM ``Q_tile K_span^T`` per tile
+    (``T x S`` scores), whose band (each query's own ``K`` window slots) is gathered into the
+    attention tensor ``A [B, H, N, K]``, written in full; (2) a separate softmax over ``A``;
+    (3) **NN**: per tile, the rows of ``A`` are scattered back into a dense ``T x S`` tile (zeros
+    outside the windows) and one dense GEMM with ``V_span`` gives the output. Two GEMMs with the
+    ``N x K`` weights stored in between: the unfused pattern the paper measures, with
+    ``S / k``-fold extra score FLOPs spent on the masked part of each tile.
 ``"torch"`` (alias ``"fused"``)
-    the blocked ("fused") form: queries are tiled (per dilation group, per axis); the
-    neighbourhoods of a tile of ``T`` consecutive queries lie inside a *halo* of ``T + k - 1``
-    consecutive keys, so each tile does one small dense attention against its halo with the NA
-    mask. Tiles are processed in chunks of bounded size, so the working set does not grow with N
-    and the work is O(N (T + k) D) rather than O(N^2 D). Differentiable by autograd.
+    the blocked form of fused NA: the same tiles and spans, but each tile does its dense
+    attention against its span at once (scores, masked softmax, ``P V``) and the ``N x K``
+    weights are never assembled. Tiles are processed in chunks holding at most
+    :data:`CHUNK_SCORES` scores, and *that* bound, a scheduling choice of this torch form, is
+    what keeps its working memory flat in ``N`` (a real fused kernel keeps a tile's scores in
+    registers instead). Differentiable by autograd.
 ``"triton"``
-    a Triton forward kernel of the same blocked algorithm with an online softmax over key blocks
-    (one program per query tile; on CPU it runs under ``TRITON_INTERPRET=1``).
+    a Triton forward kernel of fused NA with an online softmax over key blocks (one program per
+    query tile; on CPU it runs under ``TRITON_INTERPRET=1``); beyond its output it allocates no
+    global memory.
+
+Half precision: on a CUDA device the GEMMs of the naive, GEMM and blocked forms run in the input's
+half type (tensor cores, float32 accumulation) with the softmax in float32, as half-precision
+kernels do; on a CPU, and for float32, everything is computed in float32; float64 stays float64.
 """
 from __future__ import annotations
 
@@ -48,27 +65,32 @@ import torch
 from ._checks import FLOAT_DTYPES, check_impl, check_tensor, compute_dtype
 
 __all__ = ["na1d", "na2d", "neighborhood_mask", "neighborhood_indices", "default_tile", "IMPLS",
-           "planted_bug", "PLANTED_BUGS"]
+           "planted_bug", "PLANTED_BUGS", "fused_working_set", "CHUNK_SCORES", "CHUNK_SCORES_CUDA"]
 
-IMPLS = ("reference", "gemm", "torch", "fused", "triton")
+IMPLS = ("reference", "naive", "gemm", "torch", "fused", "triton")
 
 #: Upper bound on the number of attention scores one chunk of query tiles holds at a time in the
-#: blocked form (B * H * tiles * T * halo). It bounds the working set independently of N.
+#: blocked and GEMM forms (B * H * tiles * T * span), on a CPU: about 1 MB in float32, so a chunk's
+#: scores stay in cache. It bounds the blocked form's working set independently of N.
 CHUNK_SCORES = 1 << 18
+#: The same bound on a CUDA device, where each chunk costs a few kernel launches: 64 MB of float32
+#: scores, so that a long sequence needs few chunks.
+CHUNK_SCORES_CUDA = 1 << 24
 
-#: Bugs :func:`planted_bug` can plant in the GEMM, blocked and Triton forms (never in the dense
+#: Bugs :func:`planted_bug` can plant in the naive, GEMM, blocked and Triton forms (never in the dense
 #: reference or :func:`neighborhood_mask`), for a chapter's controls:
 #: ``"no-border-shift"``: non-causal windows stay centred on the query and are cut at the borders
 #: (flash-attention's sliding window, the classic NA mistake); ``"no-halo"``: every query tile
 #: visits every key of its dilation group instead of its halo (the output stays exact, the work
-#: becomes quadratic: the fused form's saving removed).
+#: becomes quadratic: the fused form's saving removed; in the GEMM form every span becomes the
+#: whole group too).
 PLANTED_BUGS = ("no-border-shift", "no-halo")
 _planted: str | None = None
 
 
 @contextlib.contextmanager
 def planted_bug(name: str):
-    """Run the GEMM, blocked and Triton forms with one of :data:`PLANTED_BUGS` planted, inside a
+    """Run the naive, GEMM, blocked and Triton forms with one of :data:`PLANTED_BUGS` planted, inside a
     ``with`` block (a chapter's control on a broken method); the reference is never affected."""
     global _planted
     if name not in PLANTED_BUGS:
@@ -286,17 +308,30 @@ def _na_reference(q, k, v, spatial, ks, dil, causal, scale):
     return _from_flat(o, q.shape, v.shape[-1], q.dtype)
 
 
+def _gemm_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype the matrix products of the naive, GEMM and blocked forms run in: a half type on a
+    CUDA device (tensor cores accumulate in float32), float64 for float64, else float32."""
+    if x.is_cuda and x.dtype in (torch.float16, torch.bfloat16):
+        return x.dtype
+    return compute_dtype(x.dtype)
+
+
+def _softmax(s: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """Softmax over the last dim computed in float32 (float64 for float64), cast to ``out_dtype``."""
+    return torch.softmax(s, dim=-1, dtype=compute_dtype(s.dtype)).to(out_dtype)
+
+
 # --------------------------------------------------------------------------------------------
-# impl = "gemm": gather neighbourhoods, batched matmul (NATTEN's unfused QK / AV form)
+# impl = "naive": gather each query's neighbourhood, batched matrix-vector products
 # --------------------------------------------------------------------------------------------
-def _na_gemm(q, k, v, spatial, ks, dil, causal, scale):
-    ct = compute_dtype(q.dtype)
-    qf, kf, vf = (_to_flat(t, ct) for t in (q, k, v))
+def _na_naive(q, k, v, spatial, ks, dil, causal, scale):
+    gd = _gemm_dtype(q)
+    qf, kf, vf = (_to_flat(t, gd) for t in (q, k, v))
     idx, valid = neighborhood_indices(spatial, ks, dil, causal, device=q.device)
     kn = kf[:, :, idx]                       # [B, H, N, K, D]
     vn = vf[:, :, idx]                       # [B, H, N, K, Dv]
     attn = torch.einsum("bhnd,bhnkd->bhnk", qf, kn) * scale
-    attn = attn.masked_fill(~valid, float("-inf")).softmax(dim=-1)
+    attn = _softmax(attn.masked_fill(~valid, float("-inf")), gd)
     o = torch.einsum("bhnk,bhnkd->bhnd", attn, vn)
     return _from_flat(o, q.shape, v.shape[-1], q.dtype)
 
@@ -334,14 +369,18 @@ def _axis_tiles(length: int, k: int, d: int, causal: bool, tile: int, device=Non
     return dict(g=g, start=start, n=n, base=base, T=t_len, S=span, k=k, d=d, causal=causal)
 
 
-def _tile_chunk(axes, tile_ids, sizes):
+def _tile_chunk(axes, tile_ids, sizes, band: bool = False):
     """Flat query/key indices and the mask for a chunk of N-D tiles (Cartesian product of axes).
 
     ``tile_ids[a]`` selects each chunk entry's tile on axis ``a``. Returns ``qflat [C, Tq]``
     (padding repeats the tile's last query), ``qvalid [C, Tq]``, ``kflat [C, S]`` and
-    ``mask [C, Tq, S]`` with ``Tq = prod(T_a)``, ``S = prod(S_a)``.
+    ``mask [C, Tq, S]`` with ``Tq = prod(T_a)``, ``S = prod(S_a)``. With ``band=True`` also
+    ``off [C, Tq, K]`` and ``bvalid [C, Tq, K]`` (``K = prod(k_a)``): the position in the span of
+    each query's window slot ``t`` (slot order as :func:`neighborhood_indices`) and whether the
+    slot holds a key (only causal windows near the start have empty slots; their offset is
+    clamped into the span).
     """
-    qflat = qvalid = kflat = mask = None
+    qflat = qvalid = kflat = mask = off = bvalid = None
     for a, (ax, ids) in enumerate(zip(axes, tile_ids)):
         dev = ids.device
         g, n = ax["g"][ids, None], ax["n"][ids, None]                   # [C, 1]
@@ -349,13 +388,20 @@ def _tile_chunk(axes, tile_ids, sizes):
         qv = qp < n
         qp = torch.minimum(qp, n - 1)
         lo, hi = _window_bounds(qp, n, ax["k"], ax["causal"])
-        kp = ax["base"][ids, None] + torch.arange(ax["S"], device=dev)  # [C, S] group-local
+        base = ax["base"][ids, None]
+        kp = base + torch.arange(ax["S"], device=dev)                   # [C, S] group-local
         kv = kp < n
         qi = g + ax["d"] * qp
         ki = g + ax["d"] * torch.minimum(kp, n - 1)
         m = (kp[:, None, :] >= lo[:, :, None]) & (kp[:, None, :] <= hi[:, :, None]) & kv[:, None, :]
+        if band:
+            jp = hi[:, :, None] - (ax["k"] - 1) + torch.arange(ax["k"], device=dev)  # [C, T, k]
+            bv = jp >= lo[:, :, None]
+            of = (jp - base[:, :, None]).clamp(0, ax["S"] - 1)
         if a == 0:
             qflat, qvalid, kflat, mask = qi, qv, ki, m
+            if band:
+                off, bvalid = of, bv
             continue
         c = qi.shape[0]
         qflat = (qflat[:, :, None] * sizes[a] + qi[:, None, :]).reshape(c, -1)
@@ -363,10 +409,25 @@ def _tile_chunk(axes, tile_ids, sizes):
         kflat = (kflat[:, :, None] * sizes[a] + ki[:, None, :]).reshape(c, -1)
         mask = (mask[:, :, None, :, None] & m[:, None, :, None, :]).reshape(
             c, qflat.shape[1], kflat.shape[1])
+        if band:
+            # span positions combine row-major like kflat; window slots like neighborhood_indices
+            off = (off[:, :, None, :, None] * ax["S"] + of[:, None, :, None, :]).reshape(
+                c, qflat.shape[1], -1)
+            bvalid = (bvalid[:, :, None, :, None] & bv[:, None, :, None, :]).reshape(
+                c, qflat.shape[1], -1)
+    if band:
+        return qflat, qvalid, kflat, mask, off, bvalid
     return qflat, qvalid, kflat, mask
 
 
-def _chunk_attention(qf, kf, vf, qflat, kflat, mask, scale, ct):
+def _rows(x, idx, c, m, gd):
+    """Gather token rows ``idx [C, m]`` of heads-last ``x [B, N, H, D]`` as ``[B*H*C, m, D]``."""
+    b, _, h, _ = x.shape
+    g = x.index_select(1, idx.reshape(-1)).to(gd)
+    return g.view(b, c, m, h, -1).permute(0, 3, 1, 2, 4).reshape(b * h * c, m, -1)
+
+
+def _chunk_attention(qf, kf, vf, qflat, kflat, mask, scale, gd):
     """Dense attention of each tile in a chunk against its halo, with the NA mask as a bias.
 
     ``qf, kf, vf`` are heads-last rows ``[B, N, H, D]``; returns ``[B, C*Tq, H, Dv]``. Written as
@@ -375,97 +436,183 @@ def _chunk_attention(qf, kf, vf, qflat, kflat, mask, scale, ct):
     b, _, h, _ = qf.shape
     c, tq = qflat.shape
     span = kflat.shape[1]
-
-    def rows(x, idx, m):                                   # [B, C*m, H, D] -> [B*H*C, m, D]
-        g = x.index_select(1, idx.reshape(-1)).to(ct)
-        return g.view(b, c, m, h, -1).permute(0, 3, 1, 2, 4).reshape(b * h * c, m, -1)
-
-    qc, kc, vc = rows(qf, qflat, tq), rows(kf, kflat, span), rows(vf, kflat, span)
-    neg_inf = torch.tensor(float("-inf"), dtype=ct, device=qf.device)
-    zero = torch.zeros((), dtype=ct, device=qf.device)
-    # the additive 0 / -inf bias is fused into the score GEMM (baddbmm)
-    bias = torch.where(mask, zero, neg_inf).expand(b, h, c, tq, span).reshape(-1, tq, span)
-    s = torch.baddbmm(bias, qc, kc.transpose(1, 2), alpha=scale)      # [B*H*C, Tq, S]
-    oc = torch.bmm(torch.softmax(s, dim=-1), vc)                       # [B*H*C, Tq, Dv]
+    qc, kc, vc = _rows(qf, qflat, c, tq, gd), _rows(kf, kflat, c, span, gd), _rows(vf, kflat, c, span, gd)
+    s = torch.bmm(qc, kc.transpose(1, 2)).mul_(scale)                  # [B*H*C, Tq, S]
+    # the NA mask, broadcast over batch and heads, applied in place (no bias tensor is built)
+    s.view(b, h, c, tq, span).masked_fill_(~mask, float("-inf"))
+    oc = torch.bmm(_softmax(s, gd), vc)                                # [B*H*C, Tq, Dv]
     return oc.view(b, h, c * tq, -1).transpose(1, 2)                   # [B, C*Tq, H, Dv]
 
 
-def _na_blocked(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None, chunk_scores=None):
-    ct = compute_dtype(q.dtype)
+def _tiling(q, spatial, ks, dil, causal, tile_shape, chunk_scores):
+    """The per-axis tiles of the blocked and GEMM forms and how many tiles one chunk holds."""
     na_dim = len(spatial)
     tile_shape = default_tile(ks) if tile_shape is None else _per_axis(
         "tile_shape", tile_shape, na_dim, int)
     if any(t < 1 for t in tile_shape):
         raise ValueError(f"tile_shape entries must be >= 1, got {tile_shape}")
-    chunk_scores = CHUNK_SCORES if chunk_scores is None else int(chunk_scores)
+    if chunk_scores is None:
+        chunk_scores = CHUNK_SCORES_CUDA if q.is_cuda else CHUNK_SCORES
+    if isinstance(chunk_scores, bool) or not isinstance(chunk_scores, int) or chunk_scores < 1:
+        raise ValueError(f"chunk_scores must be a positive int, got {chunk_scores!r}")
+    axes = [_axis_tiles(L, kk, d, c, t, q.device)
+            for L, kk, d, c, t in zip(spatial, ks, dil, causal, tile_shape)]
+    n_tiles = [ax["g"].shape[0] for ax in axes]
+    tq = math.prod(ax["T"] for ax in axes)
+    span = math.prod(ax["S"] for ax in axes)
+    per_chunk = max(1, chunk_scores // (q.shape[0] * q.shape[-2] * tq * span))
+    return axes, n_tiles, per_chunk
+
+
+def _chunks(n_tiles, per_chunk, device):
+    """Yield, per chunk, the tile index of every chunk entry on each axis (row-major order)."""
+    total = math.prod(n_tiles)
+    for t0 in range(0, total, per_chunk):
+        flat = torch.arange(t0, min(total, t0 + per_chunk), device=device)
+        ids = []
+        for nt in reversed(n_tiles):                      # unravel row-major tile index
+            ids.append(flat % nt)
+            flat = flat // nt
+        yield ids[::-1]
+
+
+def _na_blocked(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None, chunk_scores=None):
+    gd = _gemm_dtype(q)
     b, h, dv = q.shape[0], q.shape[-2], v.shape[-1]
     # heads-last token rows [B, N, H, D]: a view for contiguous inputs, so nothing of size N is
     # copied; each chunk gathers (and casts) only the rows it needs
     qf, kf, vf = (t.reshape(b, -1, h, t.shape[-1]) for t in (q, k, v))
     n = qf.shape[1]
-    dev = q.device
-    axes = [_axis_tiles(L, kk, d, c, t, dev)
-            for L, kk, d, c, t in zip(spatial, ks, dil, causal, tile_shape)]
-    n_tiles = [ax["g"].shape[0] for ax in axes]
-    tq = math.prod(ax["T"] for ax in axes)
-    span = math.prod(ax["S"] for ax in axes)
-    total = math.prod(n_tiles)
-    per_chunk = max(1, chunk_scores // (b * h * tq * span))
-
+    axes, n_tiles, per_chunk = _tiling(q, spatial, ks, dil, causal, tile_shape, chunk_scores)
     # one extra "trash" row receives the padded queries' outputs, so that every chunk is written
     # with a single index_copy_ (autograd-friendly: the trash row's gradient is simply dropped)
-    out = torch.empty(b, n + 1, h, dv, dtype=ct, device=dev)
-    for t0 in range(0, total, per_chunk):
-        flat = torch.arange(t0, min(total, t0 + per_chunk), device=dev)
-        ids = []
-        for nt in reversed(n_tiles):                      # unravel row-major tile index
-            ids.append(flat % nt)
-            flat = flat // nt
-        qflat, qvalid, kflat, mask = _tile_chunk(axes, ids[::-1], spatial)
-        oc = _chunk_attention(qf, kf, vf, qflat, kflat, mask, scale, ct)
+    out = torch.empty(b, n + 1, h, dv, dtype=gd, device=q.device)
+    for ids in _chunks(n_tiles, per_chunk, q.device):
+        qflat, qvalid, kflat, mask = _tile_chunk(axes, ids, spatial)
+        oc = _chunk_attention(qf, kf, vf, qflat, kflat, mask, scale, gd)
         out.index_copy_(1, torch.where(qvalid, qflat, n).reshape(-1), oc)
         del oc, qflat, qvalid, kflat, mask                # free before the next chunk
     return out[:, :n].reshape(*q.shape[:-1], dv).to(q.dtype)
 
 
 # --------------------------------------------------------------------------------------------
+# impl = "gemm": the paper's GEMM-based NA (unfused: PN GEMM + scatter, softmax, gather + NN GEMM)
+# --------------------------------------------------------------------------------------------
+def _na_gemm(q, k, v, spatial, ks, dil, causal, scale, tile_shape=None, chunk_scores=None):
+    gd = _gemm_dtype(q)
+    b, h, dv = q.shape[0], q.shape[-2], v.shape[-1]
+    qf, kf, vf = (t.reshape(b, -1, h, t.shape[-1]) for t in (q, k, v))
+    n = qf.shape[1]
+    kvol = math.prod(ks)
+    axes, n_tiles, per_chunk = _tiling(q, spatial, ks, dil, causal, tile_shape, chunk_scores)
+
+    # (1) PN: per tile one dense GEMM against its key span, then each query's window slots are
+    # gathered from the T x S tile into the attention tensor A [B, H, N (+1 trash row), K]
+    attn = torch.empty(b, h, n + 1, kvol, dtype=gd, device=q.device)
+    for ids in _chunks(n_tiles, per_chunk, q.device):
+        qflat, qvalid, kflat, _, off, bvalid = _tile_chunk(axes, ids, spatial, band=True)
+        c, tq = qflat.shape
+        qc, kc = _rows(qf, qflat, c, tq, gd), _rows(kf, kflat, c, kflat.shape[1], gd)
+        s = torch.bmm(qc, kc.transpose(1, 2)).mul_(scale)               # [B*H*C, Tq, S]
+        idx = off.expand(b, h, c, tq, kvol).reshape(-1, tq, kvol)
+        band = s.gather(-1, idx)                                        # [B*H*C, Tq, K]
+        band.view(b, h, c, tq, kvol).masked_fill_(~bvalid, float("-inf"))
+        attn.index_copy_(2, torch.where(qvalid, qflat, n).reshape(-1), band.view(b, h, c * tq, kvol))
+        del s, band, qc, kc
+    # (2) the softmax as a pass of its own over the stored N x K weights
+    attn = _softmax(attn, gd)
+
+    # (3) NN: per tile, scatter the weights back into a dense T x S tile (zeros off the band; the
+    # clamped offsets of empty slots carry weight 0, so adding them is harmless) and one GEMM with
+    # the values of the span
+    out = torch.empty(b, n + 1, h, dv, dtype=gd, device=q.device)
+    for ids in _chunks(n_tiles, per_chunk, q.device):
+        qflat, qvalid, kflat, _, off, _ = _tile_chunk(axes, ids, spatial, band=True)
+        c, tq = qflat.shape
+        span = kflat.shape[1]
+        rows = torch.where(qvalid, qflat, n).reshape(-1)
+        w = attn.index_select(2, rows).reshape(b * h * c, tq, kvol)
+        idx = off.expand(b, h, c, tq, kvol).reshape(-1, tq, kvol)
+        dense = torch.zeros(b * h * c, tq, span, dtype=gd, device=q.device).scatter_add_(-1, idx, w)
+        oc = torch.bmm(dense, _rows(vf, kflat, c, span, gd))            # [B*H*C, Tq, Dv]
+        out.index_copy_(1, rows, oc.view(b, h, c * tq, dv).transpose(1, 2))
+        del w, dense, oc
+    return out[:, :n].reshape(*q.shape[:-1], dv).to(q.dtype)
+
+
+# --------------------------------------------------------------------------------------------
 # public API
 # --------------------------------------------------------------------------------------------
-def _na(query, key, value, na_dim, kernel_size, dilation, is_causal, scale, impl, tile_shape):
+def _na(query, key, value, na_dim, kernel_size, dilation, is_causal, scale, impl, tile_shape,
+        chunk_scores=None, info=None):
     impl, spatial, ks, dil, causal, scale = _check_args(
         query, key, value, na_dim, kernel_size, dilation, is_causal, scale, impl)
     if impl == "reference":
         return _na_reference(query, key, value, spatial, ks, dil, causal, scale)
+    if impl == "naive":
+        return _na_naive(query, key, value, spatial, ks, dil, causal, scale)
     if impl == "gemm":
-        return _na_gemm(query, key, value, spatial, ks, dil, causal, scale)
+        return _na_gemm(query, key, value, spatial, ks, dil, causal, scale, tile_shape, chunk_scores)
     if impl == "torch":
-        return _na_blocked(query, key, value, spatial, ks, dil, causal, scale, tile_shape)
+        return _na_blocked(query, key, value, spatial, ks, dil, causal, scale, tile_shape,
+                           chunk_scores)
     from ._neighborhood_triton import na_triton_forward
 
     return na_triton_forward(query, key, value, spatial, ks, dil, causal, scale, tile_shape,
                              shift_borders=_planted != "no-border-shift",
-                             halo=_planted != "no-halo")
+                             halo=_planted != "no-halo", info=info)
 
 
 def na1d(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, kernel_size: int,
          dilation: int = 1, is_causal: bool = False, scale: float | None = None,
-         impl: str = "torch", *, tile_shape: int | Sequence[int] | None = None) -> torch.Tensor:
+         impl: str = "torch", *, tile_shape: int | Sequence[int] | None = None,
+         chunk_scores: int | None = None) -> torch.Tensor:
     """1-D neighborhood attention; ``query``, ``key`` ``[B, L, H, D]``, ``value`` ``[B, L, H, Dv]``.
 
     Mirrors ``natten.na1d`` (stride 1, no additional keys). ``impl`` is one of ``"reference"``,
-    ``"gemm"``, ``"torch"`` (= ``"fused"``) or ``"triton"``; ``tile_shape`` sets the query tile
-    of the blocked and Triton forms. Returns ``[B, L, H, Dv]`` in the input dtype.
+    ``"naive"``, ``"gemm"``, ``"torch"`` (= ``"fused"``) or ``"triton"`` (see the module);
+    ``tile_shape`` sets the query tile of the GEMM, blocked and Triton forms, ``chunk_scores`` the
+    most scores one chunk of tiles of the GEMM and blocked forms holds (default
+    :data:`CHUNK_SCORES`, :data:`CHUNK_SCORES_CUDA` on a GPU). Returns ``[B, L, H, Dv]`` in the
+    input dtype.
     """
-    return _na(query, key, value, 1, kernel_size, dilation, is_causal, scale, impl, tile_shape)
+    return _na(query, key, value, 1, kernel_size, dilation, is_causal, scale, impl, tile_shape,
+               chunk_scores)
 
 
 def na2d(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
          kernel_size: int | tuple[int, int], dilation: int | tuple[int, int] = 1,
          is_causal: bool | tuple[bool, bool] = False, scale: float | None = None,
-         impl: str = "torch", *, tile_shape: int | Sequence[int] | None = None) -> torch.Tensor:
+         impl: str = "torch", *, tile_shape: int | Sequence[int] | None = None,
+         chunk_scores: int | None = None) -> torch.Tensor:
     """2-D neighborhood attention on ``[B, X, Y, H, D]`` (``value`` ``[B, X, Y, H, Dv]``).
 
     ``kernel_size``, ``dilation`` and ``is_causal`` may be given per axis as 2-tuples; a key is
     a neighbour iff it is one on both axes. Otherwise as :func:`na1d`.
     """
-    return _na(query, key, value, 2, kernel_size, dilation, is_causal, scale, impl, tile_shape)
+    return _na(query, key, value, 2, kernel_size, dilation, is_causal, scale, impl, tile_shape,
+               chunk_scores)
+
+
+def fused_working_set(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      kernel_size, dilation=1, is_causal=False, *,
+                      tile_shape: int | Sequence[int] | None = None) -> dict:
+    """What one program of the fused Triton kernel holds on chip, from one launch on these inputs.
+
+    Heads-last 1-D ``[B, L, H, D]`` or 2-D ``[B, X, Y, H, D]`` inputs (dimension from
+    ``query.dim()``). Returns the tiles of the launch (``queries`` per program, ``keys`` per key
+    block, padded head dims ``head_dim``, ``value_dim``), ``elements``: the tile state one program
+    keeps live (its query tile, one key and one value block, the score block, the accumulator and
+    the running max and sum: ``M D + N (D + Dv) + M N + M Dv + 2 M``), ``bytes`` of that state at
+    the kernel's accumulator precision, and, when the kernel was compiled for a GPU (``None``
+    under the interpreter), the compiler's ``registers`` per thread, ``spills``, ``shared_bytes``
+    and ``num_warps``. None of these depends on the sequence length.
+    """
+    na_dim = query.dim() - 3
+    if na_dim not in (1, 2):
+        raise ValueError(f"query must be [B, L, H, D] or [B, X, Y, H, D], got shape "
+                         f"{tuple(query.shape)}")
+    info: dict = {}
+    _na(query, key, value, na_dim, kernel_size, dilation, is_causal, None, "triton", tile_shape,
+        info=info)
+    return info
