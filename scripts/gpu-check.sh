@@ -5,12 +5,12 @@
 #   3. the kernel benchmarks, with TFLOP/s.
 # Here, first (needs network): scripts/gpu-wheels.sh, for the packages the GPU image lacks.
 # There: scripts/gpu-check.sh [OUT_DIR]   (default $OUT, else _build/gpu-check): logs and the gpu
-# ledgers land there; the exit status is 0 only if every step passed.
+# ledgers land there; the exit status is 0 only if every step passed. PY=... picks the Python.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-_build/gpu-check}}
 mkdir -p "$out"
-if [ -x .venv/bin/python ]; then PY=$PWD/.venv/bin/python; else PY=$(command -v python3); fi
+if [ -n "${PY:-}" ]; then :; elif [ -x .venv/bin/python ]; then PY=$PWD/.venv/bin/python; else PY=$(command -v python3); fi
 if ls .whl/*.whl >/dev/null 2>&1; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/reprobook-site .whl/*.whl || exit 2

@@ -97,3 +97,12 @@ def test_quantile_order_statistic_interval_covers_and_refuses_too_few():
     assert few.high == math.inf and "degenerate" in few.why_inconclusive()
     with pytest.raises(ValueError, match="in \\(0, 1\\)"):
         intervals.quantile([1.0, 2.0, 3.0], 1.5, unit="stream")
+
+
+def test_rate_difference_newcombe():
+    e = intervals.rate_difference(56, 70, 48, 80, unit="trial")
+    # Newcombe (1998), Table II, example (a): 56/70 - 48/80 = 0.2, method 10: [0.0524, 0.3339]
+    assert e.value == pytest.approx(0.2)
+    assert e.interval == pytest.approx((0.0524, 0.3339), abs=6e-4)
+    full = intervals.rate_difference(20, 20, 3, 20, unit="seed")
+    assert not full.degenerate and full.high <= 1.0

@@ -17,6 +17,9 @@ def test_scripts_parse(script):
 def test_gpu_check_refuses_a_machine_without_a_gpu(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: run scripts/gpu-check.sh itself")
+    import os
+    import sys
     res = subprocess.run([str(ROOT / "scripts" / "gpu-check.sh"), str(tmp_path)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PY": sys.executable})
     assert res.returncode == 2 and "torch sees no CUDA device" in res.stderr

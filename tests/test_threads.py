@@ -1,6 +1,6 @@
 from threadpoolctl import threadpool_info
 
-from reprobook.threads import single_threaded_blas
+from reprobook.threads import single_threaded_blas, single_threaded_torch
 
 
 def _blas_threads():
@@ -28,3 +28,21 @@ def test_decorator_restores_on_error():
     except RuntimeError:
         pass
     assert _blas_threads() == before
+
+
+def test_torch_threads_limited_and_restored():
+    import torch
+    before = torch.get_num_threads()
+    with single_threaded_torch():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+    @single_threaded_torch()
+    def boom():
+        raise RuntimeError("inside")
+
+    try:
+        boom()
+    except RuntimeError:
+        pass
+    assert torch.get_num_threads() == before

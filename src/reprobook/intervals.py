@@ -19,6 +19,9 @@ The methods, each for the situation it is right for:
   bootstrap distribution means something;
 * :func:`rate`: a binomial proportion with Wilson's score interval or the exact Clopper-Pearson
   interval (coverage, acceptance and error rates), where the replicates are the trials;
+* :func:`rate_difference`: the difference of two independent proportions with Newcombe's hybrid
+  score interval (from the two Wilson intervals), which stays inside [-1, 1] and is not degenerate
+  at 0/n or n/n;
 * :func:`quantile`: a quantile :math:`\xi_q` with the distribution-free order-statistic interval
   :math:`[X_{(l)}, X_{(u)}]`, where :math:`l` and :math:`u` come from the Binomial(n, q) law of the
   number of replicates below :math:`\xi_q` (exact coverage at least the level; an end that would
@@ -35,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-__all__ = ["Estimate", "mean", "difference", "ratio", "bootstrap", "rate", "quantile",
+__all__ = ["Estimate", "mean", "difference", "ratio", "bootstrap", "rate", "rate_difference",
+           "quantile",
            "MIN_REPLICATES", "MIN_BOOTSTRAP"]
 
 #: Fewer independent replicates than this never give a definite verdict.
@@ -286,3 +290,20 @@ def quantile(samples: Sequence[float], q: float, *, unit: str, level: float = 0.
     hi = float(s[hi_i - 1]) if hi_i <= n else math.inf
     return Estimate(float(np.quantile(x, q)), lo, hi, n, f"order-statistic (q = {q:g})", unit,
                     level, tuple(x.tolist()))
+
+
+def rate_difference(k1: int, n1: int, k2: int, n2: int, *, unit: str,
+                    level: float = 0.95) -> Estimate:
+    r""":math:`\hat p_1 - \hat p_2` for two independent binomial samples, Newcombe's interval.
+
+    With Wilson intervals :math:`[l_i, u_i]` of each proportion, the interval is
+    :math:`d - \sqrt{(\hat p_1 - l_1)^2 + (u_2 - \hat p_2)^2}` to
+    :math:`d + \sqrt{(u_1 - \hat p_1)^2 + (\hat p_2 - l_2)^2}` (Newcombe 1998, method 10).
+    """
+    a = rate(k1, n1, unit=unit, level=level)
+    b = rate(k2, n2, unit=unit, level=level)
+    d = a.value - b.value
+    lo = d - math.sqrt((a.value - a.low) ** 2 + (b.high - b.value) ** 2)
+    hi = d + math.sqrt((a.high - a.value) ** 2 + (b.value - b.low) ** 2)
+    return Estimate(d, lo, hi, min(n1, n2), "Newcombe difference", unit, level,
+                    ((float(k1), float(n1)), (float(k2), float(n2))))

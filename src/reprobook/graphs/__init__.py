@@ -1,0 +1,1 @@
+"""Graphs as plain arrays: Weisfeiler-Leman refinement, individualisation, generators."""
