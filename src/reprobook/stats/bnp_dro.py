@@ -201,6 +201,7 @@ def minimize_mc_squared(Zaug, sample: MCSample, beta, scale: float = 1.0, theta0
         wf = w.reshape(-1)
         return np.linalg.solve(Xf.T @ (wf[:, None] * Xf), Xf.T @ (wf * y.reshape(-1)))
     theta = np.zeros(d) if theta0 is None else np.asarray(theta0, dtype=np.float64).copy()
+    gram = np.einsum("mk,mkd,mke->mde", w, X, X, optimize=True)   # per-draw sum_j w x x^T, once
 
     def f(th):
         r = y - X @ th
@@ -216,8 +217,8 @@ def minimize_mc_squared(Zaug, sample: MCSample, beta, scale: float = 1.0, theta0
         pi /= pi.sum()
         gL = -2 * scale * np.einsum("mk,mkd->md", w * r, X)    # gradient of each L_m
         grad = pi @ gL
-        cw = (2 * scale * pi[:, None] * w).reshape(-1)
-        H = Xf.T @ (cw[:, None] * Xf) + ((gL * pi[:, None]).T @ gL - np.outer(grad, grad)) / beta
+        H = 2 * scale * np.tensordot(pi, gram, axes=1) \
+            + ((gL * pi[:, None]).T @ gL - np.outer(grad, grad)) / beta
         step = np.linalg.solve(H, grad)
         if 0.5 * float(grad @ step) <= tol * abs(val):
             break                                           # Newton decrement: converged
@@ -291,6 +292,7 @@ def sgd_paper(Zaugs, samples, beta, *, n_steps: int, step0: float, scale: float 
 
 
 # ----------------------------------------------------------------------------- neutral identities
+@single_threaded_blas()
 def ridge(X, y, alpha: float) -> np.ndarray:
     """:math:`(X^\\top X + \\alpha I)^{-1} X^\\top y`."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
