@@ -10,6 +10,7 @@ from reprobook.games.elicitation import (
     bonus_penalty_payment, common_friends_correlations, comparison_joints, deviation_gains,
     expected_payment, forest_correlations, ising_deviation_gains, ising_probabilities, ising_states,
     is_strict_truthful_bne, network_condition, pair_joint, population_payments, population_world,
+    PURE_STRATEGIES, best_deviation, unilateral_payments,
     symmetric_profile_table,
 )
 
@@ -182,3 +183,35 @@ def test_forest_correlations_match_enumeration():
         forest_correlations(np.array([[0, 1], [0, 0]]), 0.5)
     assert network_condition(0.5, 0.2) == pytest.approx(0.3)
     assert network_condition(0.5, 0.2, 0.3, -0.1) == pytest.approx(-0.1)
+
+
+def test_unilateral_payments_match_a_full_report_profile():
+    # agent i deviating alone: its own payment equals population_payments on the profile where
+    # only i's report changed
+    w = population_world(np.random.default_rng(3), 120, 10, 1.0)
+    ok = np.nonzero(w["bonus"] >= 0)[0]
+    for name, (rp, rm) in PURE_STRATEGIES.items():
+        uni = unilateral_payments(w, name, 0.7)
+        for i in ok[:25]:
+            reports = w["signal"].copy()
+            reports[i] = rp if w["signal"][i] == 1 else rm
+            assert uni[i] == population_payments(w, reports, 0.7)[i]
+    assert np.array_equal(unilateral_payments(w, "truthful"), population_payments(w, w["signal"]),
+                          equal_nan=True)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        unilateral_payments(w, "lie")
+    with pytest.raises(ValueError, match="strategy must be"):
+        unilateral_payments(w, (1, 0))
+
+
+def test_best_deviation_truth_is_best_response_and_swapping_peers_breaks_it():
+    w = population_world(np.random.default_rng(4), 2000, 20, 1.0)
+    out = best_deviation(w)
+    assert out["best_response"] == "truthful" and out["loss"] > 0.05
+    assert out["best_deviation"] != "truthful"
+    assert out["loss"] == pytest.approx(out["values"]["truthful"]
+                                        - max(v for k, v in out["values"].items() if k != "truthful"))
+    swapped = {**w, "bonus": w["penalty"], "penalty": w["bonus"],
+               "bonus_sign": w["penalty_sign"], "penalty_sign": w["bonus_sign"]}
+    bad = best_deviation(swapped)
+    assert bad["best_response"] == "flip" and bad["loss"] < 0

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from reprobook.games.pricing import (
-    PricingGame, cost_per_success, game_with_similarity, random_game, simulate_users,
+    PricingGame, cost_per_success, game_with_similarity, random_game, similarity_switch,
+    simulate_users,
 )
 
 
@@ -106,3 +107,60 @@ def test_latecomer_always_secures_a_task():
         p1 = np.minimum(1 / g.b, g.kappa.max() * qs)
         assert np.all(g.captured(p1, qs)[np.arange(qs.size), np.argmax(g.kappa)])
         assert np.all(g.revenues(p1, qs)[1] > 0)
+
+
+def test_first_mover_search_finds_its_earning_window():
+    # Demoted from the chapter's old "first-mover-strategic" claim, whose second half ("A earns
+    # only if B leaves it a task") is how revenue is defined. What can fail is the search: where
+    # the closed form says A can earn, A's optimal price must earn, so B must leave it a task.
+    rng = np.random.default_rng(7)
+    checked = 0
+    for _ in range(80):
+        g = random_game(rng, int(rng.integers(2, 7)))
+        if g.shut_out_margin() > -1e-6:
+            continue
+        checked += 1
+        opt = g.first_mover_optimum(2000)
+        assert opt["revenue"] > 0 and not opt["shut_out"]
+        assert g.latecomer_best_response(opt["q"])["p"] > g.kappa.min() * opt["q"]
+    assert checked > 20
+
+
+def test_toward_identical_path():
+    g = PricingGame(a=[100.0, 200.0, 50.0], kappa=[0.5, 2.0, 1.0])
+    assert np.array_equal(g.toward_identical(0.0).kappa, g.kappa)
+    assert np.allclose(g.toward_identical(1.0).kappa, 2.0)
+    sims = [g.toward_identical(x).similarity() for x in np.linspace(0, 1, 11)]
+    assert np.all(np.diff(sims) > 0)
+    assert np.array_equal(np.argsort(-g.toward_identical(0.4).kappa, kind="stable"),
+                          np.argsort(-g.kappa, kind="stable"))
+    with pytest.raises(ValueError, match="lam"):
+        g.toward_identical(1.5)
+
+
+def test_similarity_switch_two_tasks_closed_form():
+    # kappa = (1, r0): kappa_2(lam) = (1 - lam) r0 + lam, shut out iff kappa_2 >= s, so the switch
+    # is at lam* = (s - r0) / (1 - r0)
+    for r0, s in [(0.2, 0.5), (0.4, 0.9), (0.1, 0.3)]:
+        g = PricingGame(a=[300 * s, 300 * (1 - s)], kappa=[1.0, r0])
+        lam_cf = similarity_switch(g, lambda h: h.shut_out_margin() >= 0, tol=1e-12)
+        assert lam_cf == pytest.approx((s - r0) / (1 - r0), abs=1e-10)
+        lam_num = similarity_switch(g, lambda h: h.shut_out_on_grid(400), tol=1e-9)
+        assert lam_num == pytest.approx(lam_cf, abs=1e-6)
+    already = PricingGame(a=[100.0, 100.0], kappa=[1.0, 0.9])
+    assert similarity_switch(already, lambda h: h.shut_out_margin() >= 0) == 0.0
+    assert np.isnan(similarity_switch(already, lambda h: False))
+    with pytest.raises(TypeError, match="shut_out"):
+        similarity_switch(already, None)
+
+
+def test_shut_out_toward_identical_equals_the_scalar_path():
+    rng = np.random.default_rng(11)
+    lams = np.linspace(0, 1, 17)
+    for _ in range(25):
+        g = random_game(rng, int(rng.integers(2, 6)))
+        fast = g.shut_out_toward_identical(lams, 300)
+        slow = [g.toward_identical(x).shut_out_on_grid(300) for x in lams]
+        assert fast.tolist() == slow
+    with pytest.raises(ValueError, match="lams"):
+        g.shut_out_toward_identical([0.5, 2.0])

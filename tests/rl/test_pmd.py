@@ -244,3 +244,47 @@ def test_v_star_reuse_gives_the_same_run():
     v = optimal_value(m)[0]
     a, b = h_pmd(m, 2, 4, c0=1e-3), h_pmd(m, 2, 4, c0=1e-3, v_star=v)
     np.testing.assert_array_equal(a.gaps, b.gaps)
+
+
+def test_rollout_values_estimate_the_policy_value():
+    from reprobook.rl.envs import garnet
+    from reprobook.rl.mdp import evaluate
+    from reprobook.rl.pmd import rollout_values
+    from reprobook import rng as rrng
+    mdp = garnet(6, 2, 3, 0.8, rrng(0, 1))
+    pi = rrng(0, 2).dirichlet(np.ones(2), size=6)
+    v, calls = rollout_values(mdp, pi, np.arange(6), 4000, 60, rrng(0, 3))
+    assert calls == 6 * 4000 * 60
+    np.testing.assert_allclose(v, evaluate(mdp, pi), atol=0.05)
+    with pytest.raises(ValueError, match="n_rollouts"):
+        rollout_values(mdp, pi, np.arange(6), 0, 10, rrng(0, 3))
+
+
+def test_linear_lookahead_is_exact_in_a_linear_mdp_with_many_samples():
+    from reprobook.rl.envs import linear_mdp
+    from reprobook.rl.mdp import evaluate
+    from reprobook.rl.pmd import linear_lookahead_q, lookahead_q
+    from reprobook import rng as rrng
+    mdp, phi = linear_mdp(30, 2, 3, 0.7, rrng(1, 0))
+    np.testing.assert_allclose(mdp.P.sum(axis=2), 1.0)
+    pi = np.full((30, 2), 0.5)
+    anchors = np.array([[s, a] for s in range(6) for a in range(2)])
+    exact = lookahead_q(mdp, evaluate(mdp, pi), 2)
+    q, calls = linear_lookahead_q(mdp, phi, anchors, pi, 2, 400, (20, 40), rrng(1, 1))
+    assert calls == 12 * 400 * (20 * 40 + 2)
+    assert np.abs(q - exact).max() < 0.1
+    with pytest.raises(ValueError, match="span"):
+        linear_lookahead_q(mdp, phi, np.array([[0, 0]] * 4), pi, 2, 4, (1, 5), rrng(1, 1))
+
+
+def test_samples_per_iteration_and_h_pmd_counts():
+    from reprobook.rl.envs import garnet
+    from reprobook.rl.pmd import samples_per_iteration
+    from reprobook import rng as rrng
+    assert samples_per_iteration(10, 2, 1, 4) == 80
+    assert samples_per_iteration(10, 2, 2, 4, (2, 40)) == 10 * 2 * 4 * 9 + 10 * 2 * 40
+    mdp = garnet(10, 2, 3, 0.9, rrng(2, 0))
+    run = h_pmd(mdp, 2, 3, c0=1e-3, samples=4, rollouts=(2, 40), rng=rrng(2, 1))
+    assert run.samples[-1] == 3 * samples_per_iteration(10, 2, 2, 4, (2, 40))
+    with pytest.raises(ValueError, match="samples=m"):
+        h_pmd(mdp, 2, 3, c0=1e-3, rollouts=(2, 40))

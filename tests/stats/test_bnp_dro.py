@@ -167,3 +167,72 @@ def test_weighted_lad_matches_sklearn_with_sample_weights():
     assert obj(ours) == pytest.approx(obj(sk), rel=1e-9)
     with pytest.raises(ValueError, match="weights"):
         weighted_lad(np.column_stack([y, X]), -w)
+
+
+def test_weighted_risks_and_the_dp_variance_identity():
+    from reprobook.stats.bnp_dro import (dp_risk_variance, gaussian_base_squared_losses,
+                                         truncation_variance_factor, weighted_risks)
+    X, y = problem(n=30, d=4)
+    n, alpha = len(y), 5.0
+    th = rng(3, 0).normal(size=4)
+    h = (y - X @ th) ** 2
+    for kind, T in (("stick_breaking", 400), ("dirichlet_multinomial", 10)):
+        s = draw_mc(n, alpha, 20000, T, rng(3, 1), kind=kind)
+        hb, m1, m2 = gaussian_base_squared_losses(th, s.n_base, rng(3, 2))
+        L = weighted_risks(h, s, hb)
+        mean = (alpha * m1 + h.sum()) / (alpha + n)
+        assert L.mean() == pytest.approx(mean, rel=0.02)
+        ratio = np.mean((L - mean) ** 2) / dp_risk_variance(h, m1, m2, alpha)
+        assert ratio == pytest.approx(truncation_variance_factor(alpha, n, T, kind), rel=0.06)
+    assert truncation_variance_factor(alpha, n, 10, "dirichlet_multinomial") == pytest.approx(
+        1 + 35 / 11)
+    assert truncation_variance_factor(alpha, n, 2000, "stick_breaking") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="losses at the data"):
+        weighted_risks(h[:-1], s, hb)
+    with pytest.raises(ValueError, match="kind"):
+        truncation_variance_factor(alpha, n, 10, "polya")
+
+
+def test_gd_least_squares_is_the_expected_sgd_step():
+    from reprobook.stats.bnp_dro import gd_least_squares
+    X, y = problem(n=40, d=6)
+    X2, y2 = problem(n=25, d=6, seed=1)
+    fin, snaps = gd_least_squares([X, X2], [y, y2], n_steps=50, step0=50.0, scale=1e-2,
+                                  snapshots=[1, 50])
+    th = np.zeros(6)
+    for t in range(1, 51):
+        th = th + 50.0 / (100 + np.sqrt(t)) * 1e-2 * 2 / 25 * X2.T @ (y2 - X2 @ th)
+        if t == 1:
+            np.testing.assert_allclose(snaps[1][1], th)
+    np.testing.assert_allclose(fin[1], th, atol=1e-12)
+    np.testing.assert_allclose(snaps[50], fin)
+    # many steps reach least squares
+    long = gd_least_squares([X], [y], n_steps=20000, step0=50.0, scale=1.0)
+    np.testing.assert_allclose(long[0], np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-6)
+    with pytest.raises(ValueError, match="problem 1"):
+        gd_least_squares([X, X2[:, :3]], [y, y2], n_steps=5, step0=1.0)
+
+
+def test_sgd_per_problem_streams_do_not_depend_on_the_batch():
+    X, y = problem(n=30, d=4)
+    X2, y2 = problem(n=30, d=4, seed=1)
+    probs = []
+    for i, (Xi, yi) in enumerate(((X, y), (X2, y2))):
+        s = draw_mc(30, 1.0, 20, 5, rng(5, i))
+        probs.append((augment(np.column_stack([yi, Xi]), s, gaussian_base(s.n_base, 5, rng(6, i))), s))
+    both = sgd_paper([p[0] for p in probs], [p[1] for p in probs], 1.0, n_steps=100, step0=5.0,
+                     rng=[rng(7, 0), rng(7, 1)])
+    alone = sgd_paper([probs[0][0]], [probs[0][1]], 1.0, n_steps=100, step0=5.0, rng=[rng(7, 0)])
+    np.testing.assert_array_equal(both[0], alone[0])
+    with pytest.raises(ValueError, match="one per problem"):
+        sgd_paper([probs[0][0]], [probs[0][1]], 1.0, n_steps=10, step0=5.0, rng=[rng(7, 0)] * 2)
+
+
+def test_gd_least_squares_series_path_matches_the_loop():
+    from reprobook.stats.bnp_dro import gd_least_squares
+    X, y = problem(n=40, d=6)
+    fin = gd_least_squares([X], [y], n_steps=300, step0=50.0, scale=1e-3)   # small steps: series
+    th = np.zeros(6)
+    for t in range(1, 301):
+        th = th + 50.0 / (100 + np.sqrt(t)) * 1e-3 * 2 / 40 * X.T @ (y - X @ th)
+    np.testing.assert_allclose(fin[0], th, rtol=1e-10, atol=1e-13)

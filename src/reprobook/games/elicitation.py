@@ -43,6 +43,7 @@ __all__ = [
     "is_strict_truthful_bne", "symmetric_profile_table", "ising_states", "ising_probabilities",
     "pair_joint", "ising_deviation_gains", "forest_correlations", "network_condition",
     "common_friends_correlations", "population_world", "population_payments",
+    "PURE_STRATEGIES", "unilateral_payments", "best_deviation",
 ]
 
 SIGNALS = (1, -1)  # index 0 is the signal +1, index 1 the signal -1
@@ -328,3 +329,55 @@ def population_payments(world: dict, reports, penalty_weight: float = 1.0) -> np
     rk = r[world["penalty"][ok]] * world["penalty_sign"][ok]
     out[ok] = (r[ok] == rj).astype(float) - penalty_weight * (r[ok] == rk).astype(float)
     return out
+
+
+#: The four signal-contingent pure strategies of one agent: (report after signal +1, report after
+#: signal -1). Every mixed strategy's expected payment is a mixture of these four's.
+PURE_STRATEGIES = {"truthful": (1, -1), "flip": (-1, 1), "always +1": (1, 1), "always -1": (-1, -1)}
+
+
+def unilateral_payments(world: dict, strategy, penalty_weight: float = 1.0) -> np.ndarray:
+    """Each agent's own payment if it alone plays ``strategy`` and everyone else stays truthful.
+
+    ``strategy`` is ``(report after signal +1, report after signal -1)``, each +1 or -1, or a name
+    in :data:`PURE_STRATEGIES`. An agent's payment depends only on its own report and its two
+    peers' reports, and its peers stay truthful, so one vectorised pass gives every agent's
+    unilateral deviation at once. Agents without peers get nan.
+    """
+    if isinstance(strategy, str):
+        if strategy not in PURE_STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; known: {list(PURE_STRATEGIES)}")
+        strategy = PURE_STRATEGIES[strategy]
+    strategy = tuple(int(r) for r in strategy)
+    if len(strategy) != 2 or not all(r in (1, -1) for r in strategy):
+        raise ValueError(f"strategy must be (report after +1, report after -1), each +1 or -1, "
+                         f"got {strategy!r}")
+    s = world["signal"]
+    ok = world["bonus"] >= 0
+    own = np.where(s == 1, strategy[0], strategy[1])
+    rj = s[world["bonus"][ok]] * world["bonus_sign"][ok]
+    rk = s[world["penalty"][ok]] * world["penalty_sign"][ok]
+    out = np.full(s.shape, np.nan)
+    out[ok] = (own[ok] == rj).astype(float) - penalty_weight * (own[ok] == rk).astype(float)
+    return out
+
+
+def best_deviation(world: dict, penalty_weight: float = 1.0) -> dict:
+    r"""A lone deviator's best response to a truthful population, found in the world's payments.
+
+    Every agent is a potential deviator with the same information (its own signal), so a
+    strategy's value to a deviator is its mean unilateral payment over the world's agents
+    (:func:`unilateral_payments`). Returns ``values`` (strategy name -> mean payment),
+    ``best_response`` (the best of the four pure strategies, truth included), ``best_deviation``
+    (the best one *other than* truth) and ``loss``: truth's value minus the best deviation's.
+    Chosen with hindsight of this world's payments, the deviation is the most favourable a
+    deviator could pick, so a positive ``loss`` is a conservative sign that truth is a strict best
+    response. Mixed strategies pay a mixture of pure ones, so none does better than the best pure
+    one; those close to truth lose little, in proportion to how often they deviate.
+    """
+    values = {name: float(np.nanmean(unilateral_payments(world, name, penalty_weight)))
+              for name in PURE_STRATEGIES}
+    others = {k: v for k, v in values.items() if k != "truthful"}
+    dev = max(others, key=others.get)
+    return {"values": values, "best_response": max(values, key=values.get),
+            "best_deviation": dev, "loss": values["truthful"] - values[dev]}

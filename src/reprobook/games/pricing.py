@@ -44,7 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["cost_per_success", "simulate_users", "PricingGame", "random_game", "game_with_similarity"]
+__all__ = ["cost_per_success", "simulate_users", "PricingGame", "random_game", "game_with_similarity",
+           "similarity_switch"]
 
 
 def cost_per_success(price, theta, cap=None):
@@ -214,6 +215,42 @@ class PricingGame:
         """Task similarity :math:`\\kappa_{\\min}/\\kappa_{\\max}` (1 = identical tasks for B vs A)."""
         return float(self.kappa.min() / self.kappa.max())
 
+    def shut_out_toward_identical(self, lams, n_grid: int = 2000,
+                                  q_range=(1e-9, 50.0)) -> np.ndarray:
+        """:meth:`shut_out_on_grid` of ``toward_identical(lam)`` for every ``lam``, in one pass.
+
+        Moving toward identical tasks keeps the order of the tasks, so B's options are the same
+        pieces for every ``lam``; the best responses over ``[lam, q, piece]`` are computed at once,
+        with the tie rule of :meth:`latecomer_best_response`.
+        """
+        lams = np.asarray(lams, dtype=np.float64).reshape(-1)
+        if lams.size == 0 or np.any((lams < 0) | (lams > 1)):
+            raise ValueError("lams must be a non-empty sequence of values in [0, 1]")
+        q = self.price_grid(n_grid, q_range)
+        kappa = (1 - lams)[:, None] * self.kappa + lams[:, None] * self.kappa.max()  # [L, T]
+        ks = kappa[:, self._order]
+        cum = np.cumsum(self.a[self._order])
+        upper = ks[:, None, :] * q[None, :, None]                                   # [L, Q, T]
+        lower = np.concatenate([ks[:, 1:], np.zeros((lams.size, 1))], axis=1)[:, None, :] * q[None, :, None]
+        pj = np.minimum(1.0 / self.b, upper)
+        rev = np.where(pj > lower, pj * np.exp(-self.b * pj) * cum, -np.inf)
+        n_cap = self.T - np.argmax(rev[..., ::-1], axis=-1)
+        return np.all(n_cap == self.T, axis=-1)
+
+    def toward_identical(self, lam: float) -> "PricingGame":
+        r"""The game with every task moved a fraction ``lam`` of the way to B's strongest one:
+        :math:`\kappa_t(\lambda) = (1-\lambda)\kappa_t + \lambda\kappa_{\max}`, demands unchanged.
+
+        ``lam = 0`` is this game, ``lam = 1`` has identical tasks. The order of the tasks is kept
+        and every ratio :math:`\kappa_{(T)}/\kappa_{(j)}` (so the similarity) grows with ``lam``:
+        a path of increasing similarity through the game.
+        """
+        lam = float(lam)
+        if not 0.0 <= lam <= 1.0:
+            raise ValueError(f"lam must lie in [0, 1], got {lam!r}")
+        return PricingGame(a=self.a, kappa=(1 - lam) * self.kappa + lam * self.kappa.max(),
+                           b=self.b)
+
 
 def random_game(rng: np.random.Generator, T: int, a_range=(50.0, 500.0), kappa_range=(0.3, 3.0),
                 b: float = 0.5) -> PricingGame:
@@ -238,3 +275,27 @@ def game_with_similarity(rng: np.random.Generator, T: int, similarity: float,
     k = np.concatenate([[kmax, similarity * kmax],
                         rng.uniform(similarity * kmax, kmax, size=T - 2)])
     return PricingGame(a=rng.uniform(*a_range, size=T), kappa=rng.permutation(k), b=b)
+
+
+def similarity_switch(game: PricingGame, shut_out, tol: float = 1e-10) -> float:
+    """Where A becomes shut out along the path :meth:`PricingGame.toward_identical`: the ``lam`` at
+    which ``shut_out(game.toward_identical(lam))`` switches from False to True, by bisection to
+    ``tol``. Returns 0.0 if A is already shut out at ``lam = 0`` and ``nan`` if it never is (at
+    ``lam = 1``). Bisection assumes a single switch; check that separately on a grid of ``lam``.
+    """
+    if not callable(shut_out):
+        raise TypeError("shut_out must be a function of a PricingGame returning a bool")
+    if not (isinstance(tol, float) and 0 < tol < 1):
+        raise ValueError(f"tol must be a float in (0, 1), got {tol!r}")
+    if shut_out(game.toward_identical(0.0)):
+        return 0.0
+    if not shut_out(game.toward_identical(1.0)):
+        return float("nan")
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if shut_out(game.toward_identical(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)

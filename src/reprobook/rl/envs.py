@@ -21,7 +21,7 @@ import numpy as np
 
 from .mdp import TabularMDP
 
-__all__ = ["garnet", "quit_or_advance_chain", "quit_policy", "QUIT", "ADVANCE"]
+__all__ = ["linear_mdp", "garnet", "quit_or_advance_chain", "quit_policy", "QUIT", "ADVANCE"]
 
 QUIT, ADVANCE = 0, 1
 
@@ -51,6 +51,32 @@ def garnet(n_states: int, n_actions: int, branching: int, gamma: float,
             P[s, a, support] = rng.dirichlet(np.ones(branching))
     r = rng.random((n_states, n_actions))
     return TabularMDP(P, r, gamma)
+
+
+def linear_mdp(n_states: int, n_actions: int, dim: int, gamma: float,
+               rng: np.random.Generator, concentration: float = 0.3,
+               support: int | None = None) -> tuple[TabularMDP, np.ndarray]:
+    r"""A random linear MDP of feature dimension ``dim``; returns ``(mdp, features)``.
+
+    Features :math:`\phi(s,a) \sim \mathrm{Dir}(\text{concentration})` on the simplex of
+    :math:`\mathbb R^d`, ``dim`` next-state distributions :math:`\mu_i` (each uniform on ``support``
+    random states, all states by default) and :math:`\theta \sim U[0,1]^d`, so that
+    :math:`P(\cdot|s,a) = \sum_i \phi_i(s,a)\mu_i` and :math:`r(s,a) = \phi(s,a)^\top\theta \in [0,1]`:
+    every Bellman backup is linear in :math:`\phi`, whatever :math:`|S|` is.
+    """
+    n_states, n_actions, dim = (_positive_int("n_states", n_states),
+                                _positive_int("n_actions", n_actions), _positive_int("dim", dim))
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    k = n_states if support is None else _positive_int("support", support)
+    if k > n_states:
+        raise ValueError(f"support ({k}) cannot exceed n_states ({n_states})")
+    phi = rng.dirichlet(np.full(dim, float(concentration)), size=(n_states, n_actions))
+    mu = np.zeros((dim, n_states))
+    for i in range(dim):
+        mu[i, rng.choice(n_states, size=k, replace=False)] = 1.0 / k
+    theta = rng.random(dim)
+    return TabularMDP(phi @ mu, phi @ theta, gamma), phi
 
 
 def quit_or_advance_chain(n: int, gamma: float, final_reward: float,

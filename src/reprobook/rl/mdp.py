@@ -242,10 +242,15 @@ def sample_next_states(mdp: TabularMDP, states, actions, rng: np.random.Generato
                         or actions.max() >= A):
         raise ValueError(f"states must lie in [0, {S}) and actions in [0, {A})")
     rows = (states * A + actions).ravel()
-    offsets = 2.0 * np.arange(S * A)
-    table = (np.cumsum(mdp.P, axis=2).reshape(S * A, S) + offsets[:, None]).ravel()
+    cache = mdp.__dict__.get("_sampler_table")
+    if cache is None:   # the (immutable) MDP's search table, built once: rollouts call this often
+        offsets = 2.0 * np.arange(S * A)
+        table = (np.cumsum(mdp.P, axis=2).reshape(S * A, S) + offsets[:, None]).ravel()
+        # a last cumulative value of 1 - 1e-16 could let u slip past it: clamp onto the support
+        last = S - 1 - np.argmax(mdp.P.reshape(S * A, S)[:, ::-1] > 0, axis=1)
+        cache = (offsets, table, last)
+        object.__setattr__(mdp, "_sampler_table", cache)
+    offsets, table, last = cache
     u = rng.random(rows.size)
     nxt = np.searchsorted(table, u + offsets[rows], side="right") - rows * S
-    # a last cumulative value of 1 - 1e-16 could let u slip past it: clamp onto the row's support
-    last = S - 1 - np.argmax(mdp.P.reshape(S * A, S)[:, ::-1] > 0, axis=1)
     return np.minimum(nxt, last[rows]).reshape(states.shape)

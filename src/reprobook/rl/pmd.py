@@ -31,7 +31,14 @@ and the :math:`\gamma^{h}`-linear rate of :func:`rate_bound` follow (the chapter
 
 **Inexact h-PMD** replaces :math:`Q_h^k` by a sparse-sampling estimate from a generative model
 (:func:`sampled_lookahead_q`): every node of a depth-:math:`h` tree draws ``m`` next states per
-action; the leaves use :math:`V_k`.
+action; the leaves use :math:`V_k`, or its estimate from truncated Monte Carlo rollouts of
+:math:`\pi_k` (:func:`rollout_values`), so that every number the update uses comes from samples.
+
+**Linear function approximation** (:func:`linear_lookahead_q`): in a linear MDP,
+:math:`P(\cdot|s,a) = \phi(s,a)^\top\mu` and :math:`r = \phi^\top\theta`, every backup
+:math:`r + \gamma P V` is linear in the features, so :math:`Q_h^k = \Phi w_h` exactly. The estimator
+samples only at a fixed design of ``N`` anchor pairs and fits :math:`w` by least squares, one level of
+the lookahead at a time; its sample count does not involve :math:`|S|`.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ from .mdp import (TabularMDP, action_values, bellman_power, check_policy, evalua
 __all__ = [
     "lookahead_q", "sampled_lookahead_q", "pmd_step", "euclidean_step", "project_simplex",
     "step_divergence", "PMDRun", "h_pmd", "rate_bound", "MIRRORS", "LOG_FLOOR",
+    "rollout_values", "linear_lookahead_q", "samples_per_iteration",
 ]
 
 MIRRORS = ("kl", "euclidean")
@@ -102,6 +110,87 @@ def sampled_lookahead_q(mdp: TabularMDP, V, h: int, m: int,
     calls += nxt.size
     q_hat = mdp.r + g * node_values(nxt, h - 1).mean(axis=-1)
     return q_hat, calls
+
+
+def _count(name: str, x, minimum: int = 1) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {x!r}")
+    return int(x)
+
+
+def rollout_values(mdp: TabularMDP, pi, states, n_rollouts: int, horizon: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    r"""Monte Carlo estimate of :math:`V^\pi` at ``states`` (any shape) from a generative model.
+
+    Each state gets ``n_rollouts`` independent rollouts of ``pi`` truncated after ``horizon``
+    steps: :math:`\hat V(s) = \frac1n\sum_i\sum_{t<H}\gamma^t r(s_t^i, a_t^i)`. Returns
+    ``(V_hat, calls)`` with ``calls = states.size * n_rollouts * horizon`` generative-model calls
+    (each returns a reward and a next state). The truncation biases the estimate down by at most
+    :math:`\gamma^H \max r / (1-\gamma)`.
+    """
+    n_rollouts, horizon = _count("n_rollouts", n_rollouts), _count("horizon", horizon, 0)
+    pi = check_policy(mdp, pi)
+    states = np.asarray(states)
+    if states.size and (states.min() < 0 or states.max() >= mdp.n_states):
+        raise ValueError(f"states must lie in [0, {mdp.n_states})")
+    s = np.repeat(states.reshape(-1), n_rollouts)
+    ret, disc = np.zeros(s.size), 1.0
+    cum = np.cumsum(pi, axis=1)
+    for _ in range(horizon):
+        a = np.minimum((cum[s] < rng.random(s.size)[:, None]).sum(axis=1), mdp.n_actions - 1)
+        ret += disc * mdp.r[s, a]
+        s = sample_next_states(mdp, s, a, rng)
+        disc *= mdp.gamma
+    return ret.reshape(-1, n_rollouts).mean(axis=1).reshape(states.shape), s.size * horizon
+
+
+def linear_lookahead_q(mdp: TabularMDP, features, anchors, pi, h: int, m: int,
+                       rollouts: tuple[int, int], rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    r"""Least-squares estimate of :math:`Q_h^k = r + \gamma P\, T^{h-1} V^{\pi}` on features.
+
+    ``features`` has shape (S, A, d); ``anchors`` is an (N, 2) array of (state, action) pairs whose
+    features span :math:`\mathbb R^d`. Level 1: at every anchor draw ``m`` next states, estimate
+    :math:`V^\pi` there by ``rollouts = (n, H)`` truncated rollouts, and fit
+    :math:`w_1` to :math:`r + \gamma\,\mathrm{mean}\,\hat V` by least squares. Level
+    :math:`j \le h`: draw fresh next states and fit :math:`w_j` to
+    :math:`r + \gamma\,\mathrm{mean}_{s'}\max_{a'}\phi(s',a')^\top w_{j-1}`. Returns
+    ``(Phi w_h, calls)``; ``calls = N m (n H + h)`` involves no :math:`|S|`.
+    """
+    h, m = _depth("h", h), _count("m", m)
+    phi = np.asarray(features, dtype=np.float64)
+    S, A = mdp.n_states, mdp.n_actions
+    if phi.ndim != 3 or phi.shape[:2] != (S, A):
+        raise ValueError(f"features must have shape (S, A, d) = ({S}, {A}, d), got {phi.shape}")
+    anchors = np.asarray(anchors)
+    if anchors.ndim != 2 or anchors.shape[1] != 2 or anchors.shape[0] < phi.shape[2]:
+        raise ValueError(f"anchors must be an (N, 2) array of (state, action) pairs with N >= d = "
+                         f"{phi.shape[2]}, got shape {anchors.shape}")
+    sa, aa = anchors[:, 0], anchors[:, 1]
+    design = phi[sa, aa]                                            # (N, d)
+    if np.linalg.matrix_rank(design) < phi.shape[2]:
+        raise ValueError("the anchors' features must span R^d (the least-squares fit is singular)")
+    n_roll, horizon = rollouts
+    g = mdp.gamma
+    nxt = sample_next_states(mdp, sa[:, None], np.broadcast_to(aa[:, None], (sa.size, m)), rng)
+    v_hat, calls = rollout_values(mdp, pi, nxt, n_roll, horizon, rng)
+    calls += nxt.size
+    w = np.linalg.lstsq(design, mdp.r[sa, aa] + g * v_hat.mean(axis=1), rcond=None)[0]
+    for _ in range(h - 1):
+        nxt = sample_next_states(mdp, sa[:, None], np.broadcast_to(aa[:, None], (sa.size, m)), rng)
+        calls += nxt.size
+        target = mdp.r[sa, aa] + g * (phi[nxt] @ w).max(axis=-1).mean(axis=1)
+        w = np.linalg.lstsq(design, target, rcond=None)[0]
+    return phi @ w, int(calls)
+
+
+def samples_per_iteration(n_states: int, n_actions: int, h: int, m: int,
+                          rollouts: tuple[int, int] | None = None) -> int:
+    r"""Generative-model calls of one inexact h-PMD iteration (tabular): the sparse-sampling tree,
+    :math:`SAm\sum_{j<h}(Am)^j`, plus, with estimated leaves, :math:`S n H` rollout calls."""
+    S, A, h, m = (_count("n_states", n_states), _count("n_actions", n_actions), _depth("h", h),
+                  _count("m", m))
+    tree = S * A * m * sum((A * m) ** j for j in range(h))
+    return int(tree + (0 if rollouts is None else S * rollouts[0] * rollouts[1]))
 
 
 def _check_eta(eta, n_states: int) -> np.ndarray:
@@ -244,7 +333,8 @@ class PMDRun:
 def h_pmd(mdp: TabularMDP, h: int, n_iters: int, *, c0: float | None = None, pi0=None,
           mirror: str = "kl", step: str | float = "adaptive", lookahead: int | None = None,
           samples: int | None = None, rng: np.random.Generator | None = None,
-          v_star=None) -> PMDRun:
+          v_star=None, rollouts: tuple[int, int] | None = None, features=None,
+          anchors=None) -> PMDRun:
     r"""Run exact (or, with ``samples``, inexact) h-PMD for ``n_iters`` iterations.
 
     ``h = 1`` is standard PMD: the same code path, the same step-size rule.
@@ -259,6 +349,10 @@ def h_pmd(mdp: TabularMDP, h: int, n_iters: int, *, c0: float | None = None, pi0
     lookahead : the depth actually used for :math:`Q`; defaults to ``h``. Passing ``h - 1`` plants
         the bug "claims depth h, computes depth h - 1" that the chapter uses to test its checks.
     samples, rng : estimate :math:`Q_h` by sparse sampling with ``samples`` draws per node.
+    rollouts : ``(n, H)``: with ``samples``, estimate :math:`V_k` at the leaves by ``n`` rollouts of
+        length ``H`` per state (:func:`rollout_values`) instead of using the exact value.
+    features, anchors : with ``samples`` and ``rollouts``, estimate :math:`Q_h` by least squares on
+        ``features`` (S, A, d) from the ``anchors`` pairs (:func:`linear_lookahead_q`).
     v_star : the optimal value, if already known (else computed by policy iteration).
     """
     if not isinstance(mdp, TabularMDP):
@@ -280,6 +374,14 @@ def h_pmd(mdp: TabularMDP, h: int, n_iters: int, *, c0: float | None = None, pi0
         c0 = None
     if samples is not None and not isinstance(rng, np.random.Generator):
         raise ValueError("an inexact run (samples=...) needs rng, a numpy Generator")
+    if (rollouts is not None or features is not None) and samples is None:
+        raise ValueError("rollouts and features are options of an inexact run: pass samples=m too")
+    if rollouts is not None:
+        if not isinstance(rollouts, (tuple, list)) or len(rollouts) != 2:
+            raise ValueError(f"rollouts must be a pair (n_rollouts, horizon), got {rollouts!r}")
+        rollouts = (_count("n_rollouts", rollouts[0]), _count("horizon", rollouts[1], 0))
+    if (features is None) != (anchors is None) or (features is not None and rollouts is None):
+        raise ValueError("linear function approximation needs features, anchors and rollouts")
     S, A, g = mdp.n_states, mdp.n_actions, mdp.gamma
     pi = np.full((S, A), 1.0 / A) if pi0 is None else check_policy(mdp, pi0, "pi0").copy()
     log_pi = None
@@ -306,7 +408,14 @@ def h_pmd(mdp: TabularMDP, h: int, n_iters: int, *, c0: float | None = None, pi0
             q = lookahead_q(mdp, V, depth)
             backups[k + 1], draws[k + 1] = backups[k] + depth, draws[k]
         else:
-            q, calls = sampled_lookahead_q(mdp, V, depth, samples, rng)
+            if features is not None:
+                q, calls = linear_lookahead_q(mdp, features, anchors, pi, depth, samples, rollouts,
+                                              rng)
+            else:
+                leaves, calls = (V, 0) if rollouts is None else \
+                    rollout_values(mdp, pi, np.arange(S), rollouts[0], rollouts[1], rng)
+                q, tree_calls = sampled_lookahead_q(mdp, leaves, depth, samples, rng)
+                calls += tree_calls
             q_errors[k] = np.abs(q - lookahead_q(mdp, V, depth)).max()   # diagnostics only
             backups[k + 1], draws[k + 1] = backups[k], draws[k] + calls
         if c0 is not None:

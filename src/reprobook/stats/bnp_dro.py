@@ -51,7 +51,9 @@ __all__ = ["phi", "phi_inv", "phi_prime", "MCSample", "draw_mc", "gaussian_base"
            "augment", "mc_losses", "mc_criterion", "minimize_mc_squared", "sgd_paper", "ridge",
            "neutral_criterion_squared", "sigma_points", "weighted_lstsq",
            "neutral_minimizer_squared", "lad_base", "lad_lasso", "neutral_criterion_absolute",
-           "weighted_lad", "minimize_neutral_absolute", "dp_risk_variance", "sparse_regression"]
+           "weighted_lad", "minimize_neutral_absolute", "dp_risk_variance", "sparse_regression",
+           "weighted_risks", "gaussian_base_squared_losses", "truncation_variance_factor",
+           "gd_least_squares"]
 
 
 # ----------------------------------------------------------------------------- utility phi
@@ -178,11 +180,16 @@ def minimize_mc_squared(Zaug, sample: MCSample, beta, scale: float = 1.0, theta0
     r"""Minimise the Monte Carlo criterion for the squared loss to convergence (damped Newton).
 
     With residuals :math:`r_{mj} = y_{mj} - x_{mj}^\top\theta` and
-    :math:`L_m = s \sum_j w_{mj} r_{mj}^2`, the gradient of :math:`\frac1M\sum_m \phi(L_m)` is
-    :math:`\frac1M \sum_m \phi'(L_m) \nabla L_m` with :math:`\nabla L_m = -2s\sum_j w_{mj} r_{mj} x_{mj}`,
-    and the Hessian is :math:`\frac1M \sum_m [\phi'(L_m)\, 2s \sum_j w_{mj} x_{mj} x_{mj}^\top +
-    \phi''(L_m) \nabla L_m \nabla L_m^\top]`, with :math:`\phi'' = \phi'/\beta`. The problem is
-    convex. With :math:`\beta = \infty` it is one weighted least-squares solve.
+    :math:`L_m = s \sum_j w_{mj} r_{mj}^2`, we minimise the certainty equivalent
+    :math:`\phi_\beta^{-1}(\frac1M\sum_m \phi_\beta(L_m)) = \beta \log \frac1M \sum_m e^{L_m/\beta}`,
+    an increasing function of the criterion (so the same minimiser) that stays well scaled when
+    :math:`L_m/\beta` is large, where Newton on :math:`\frac1M\sum_m\phi(L_m)` itself crawls. With
+    :math:`\pi = \mathrm{softmax}(L/\beta)`, :math:`\nabla L_m = -2s\sum_j w_{mj} r_{mj} x_{mj}` and
+    :math:`\bar g = \sum_m \pi_m \nabla L_m`, the gradient is :math:`\bar g` and the Hessian
+    :math:`\sum_m \pi_m\, 2s \sum_j w_{mj} x_{mj} x_{mj}^\top + \frac1\beta(\sum_m \pi_m \nabla L_m
+    \nabla L_m^\top - \bar g \bar g^\top)`. The problem is convex (a log-sum-exp of convex
+    functions). Stops when the Newton decrement falls below ``tol`` (relative). With
+    :math:`\beta = \infty` it is one weighted least-squares solve.
     """
     beta = _check_beta(beta)
     A = Zaug[sample.idx]
@@ -194,20 +201,27 @@ def minimize_mc_squared(Zaug, sample: MCSample, beta, scale: float = 1.0, theta0
         wf = w.reshape(-1)
         return np.linalg.solve(Xf.T @ (wf[:, None] * Xf), Xf.T @ (wf * y.reshape(-1)))
     theta = np.zeros(d) if theta0 is None else np.asarray(theta0, dtype=np.float64).copy()
+    gram = np.einsum("mk,mkd,mke->mde", w, X, X, optimize=True)   # per-draw sum_j w x x^T, once
 
     def f(th):
         r = y - X @ th
         L = scale * (w * r * r).sum(1)
-        return phi(L, beta).mean(), L, r
+        z = L / beta
+        zmax = z.max()
+        return beta * (zmax + np.log(np.mean(np.exp(z - zmax)))), L, r
 
     val, L, r = f(theta)
     for _ in range(max_iter):
-        p1 = phi_prime(L, beta)
+        z = L / beta
+        pi = np.exp(z - z.max())
+        pi /= pi.sum()
         gL = -2 * scale * np.einsum("mk,mkd->md", w * r, X)    # gradient of each L_m
-        grad = (p1[:, None] * gL).mean(0)
-        cw = (2 * scale * p1[:, None] * w).reshape(-1)
-        H = (Xf.T @ (cw[:, None] * Xf) + (gL * (p1 / beta)[:, None]).T @ gL) / M
+        grad = pi @ gL
+        H = 2 * scale * np.tensordot(pi, gram, axes=1) \
+            + ((gL * pi[:, None]).T @ gL - np.outer(grad, grad)) / beta
         step = np.linalg.solve(H, grad)
+        if 0.5 * float(grad @ step) <= tol * abs(val):
+            break                                           # Newton decrement: converged
         t = 1.0
         while True:                                         # backtracking keeps it monotone
             new = theta - t * step
@@ -215,10 +229,9 @@ def minimize_mc_squared(Zaug, sample: MCSample, beta, scale: float = 1.0, theta0
             if nv <= val or t < 1e-10:
                 break
             t *= 0.5
-        done = abs(val - nv) <= tol * max(1.0, abs(val)) or np.max(np.abs(t * step)) < 1e-12
-        theta, val, L, r = new, nv, nL, nr
-        if done:
+        if nv > val:                                        # no descent left at this precision
             break
+        theta, val, L, r = new, nv, nL, nr
     return theta
 
 
@@ -231,8 +244,10 @@ def sgd_paper(Zaugs, samples, beta, *, n_steps: int, step0: float, scale: float 
     the same ``n_mc``, ``K`` and dimension). Each pass visits every draw once in random order; the
     step is :math:`\\theta \\leftarrow \\theta - \\eta_t \\phi'(L_m) \\nabla L_m` with
     :math:`\\eta_t = \\text{step0} / (100 + \\sqrt t)`, for ``ceil(n_steps / n_mc)`` passes, as in the
-    reference code. Returns the final parameters (P x d) and, if ``snapshots`` lists step counts,
-    also a dict {step: parameters after that many steps}.
+    reference code. ``rng`` is one Generator for all problems, or a list of one per problem: then
+    each problem's visiting order depends only on its own stream, so a problem gets the same run
+    whatever it is batched with. Returns the final parameters (P x d) and, if ``snapshots`` lists
+    step counts, also a dict {step: parameters after that many steps}.
     """
     beta = _check_beta(beta)
     P = len(Zaugs)
@@ -246,13 +261,21 @@ def sgd_paper(Zaugs, samples, beta, *, n_steps: int, step0: float, scale: float 
         Z[p, :z.shape[0]] = z
     W = np.stack([s.w for s in samples])                    # P x M x K
     I = np.stack([s.idx for s in samples])                  # P x M x K
+    if isinstance(rng, (list, tuple)):
+        if len(rng) != P or not all(isinstance(g, np.random.Generator) for g in rng):
+            raise ValueError(f"rng must be a numpy Generator or a list of {P} of them (one per problem)")
+    elif not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy Generator or a list of them (use reprobook.rng)")
     theta = np.zeros((P, d)) if theta0 is None else np.array(theta0, dtype=np.float64)
     n_passes = int(np.ceil(n_steps / M))
     pr = np.arange(P)[:, None]
     snaps, want = {}, set(int(x) for x in snapshots)
     it = 1
     for _ in range(n_passes):
-        order = np.argsort(rng.random((P, M)), axis=1)      # one permutation per problem
+        if isinstance(rng, (list, tuple)):                  # one permutation per problem
+            order = np.stack([np.argsort(g.random(M)) for g in rng])
+        else:
+            order = np.argsort(rng.random((P, M)), axis=1)
         for j in range(M):
             m = order[:, j]
             A = Z[pr, I[np.arange(P), m]]                   # P x K x (1+d)
@@ -269,6 +292,7 @@ def sgd_paper(Zaugs, samples, beta, *, n_steps: int, step0: float, scale: float 
 
 
 # ----------------------------------------------------------------------------- neutral identities
+@single_threaded_blas()
 def ridge(X, y, alpha: float) -> np.ndarray:
     """:math:`(X^\\top X + \\alpha I)^{-1} X^\\top y`."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
@@ -344,6 +368,118 @@ def dp_risk_variance(h_data, h_base_mean: float, h_base_sq_mean: float, alpha: f
     m1 = (alpha * h_base_mean + h.sum()) / (alpha + n)
     m2 = (alpha * h_base_sq_mean + (h * h).sum()) / (alpha + n)
     return float((m2 - m1 ** 2) / (alpha + n + 1))
+
+
+def weighted_risks(h_data, sample: MCSample, h_base) -> np.ndarray:
+    """Per-draw risks :math:`\\sum_j w_{mj} h_{mj}` from the losses at the data (``h_data``, n of
+    them) and at the sample's base draws (``h_base``, ``sample.n_base`` of them, in draw order).
+
+    Only the losses are needed, so a deep truncation costs no (n_mc x K x dim) array of atoms."""
+    h_data = np.asarray(h_data, dtype=np.float64).reshape(-1)
+    h_base = np.asarray(h_base, dtype=np.float64).reshape(-1)
+    if h_data.size != sample.n:
+        raise ValueError(f"need {sample.n} losses at the data, got {h_data.size}")
+    if h_base.size != sample.n_base:
+        raise ValueError(f"need {sample.n_base} losses at the base draws, got {h_base.size}")
+    return (sample.w * np.concatenate([h_data, h_base])[sample.idx]).sum(1)
+
+
+def gaussian_base_squared_losses(theta, n_base: int, rng: np.random.Generator):
+    """Squared losses :math:`(y - x^\\top\\theta)^2` at ``n_base`` draws of :math:`p_0 = N(0, I)` on
+    (y, x), drawn exactly without the atoms: :math:`y - x^\\top\\theta \\sim N(0, s)` with
+    :math:`s = 1 + \\lVert\\theta\\rVert^2`, so the loss is :math:`s z^2`, :math:`z \\sim N(0, 1)`.
+    Returns ``(losses, mean, second_moment)`` with the exact moments :math:`s` and :math:`3 s^2`."""
+    theta = np.asarray(theta, dtype=np.float64)
+    s = 1.0 + float(theta @ theta)
+    n_base = int(n_base)
+    if n_base < 0:
+        raise ValueError(f"n_base must be >= 0, got {n_base}")
+    return s * rng.standard_normal(n_base) ** 2, s, 3.0 * s * s
+
+
+def truncation_variance_factor(alpha: float, n: int, T: int, kind: str) -> float:
+    """:math:`\\operatorname{Var}(\\sum_j w_j h_j) / \\operatorname{Var}_P(\\mathbb E_P h)`: how much a
+    truncated approximation with ``T + 1`` atoms drawn i.i.d. from :math:`G_n` inflates the
+    variance of the risk over the exact DP posterior (concentration :math:`c = \\alpha + n`).
+
+    With i.i.d. atoms the variance is :math:`\\operatorname{Var}_{G_n}(h)\\,\\mathbb E\\sum_j w_j^2`,
+    against :math:`\\operatorname{Var}_{G_n}(h)/(c+1)` for the DP, so the factor is
+    :math:`(c+1)\\,\\mathbb E\\sum_j w_j^2`:
+
+    * Dirichlet-multinomial, :math:`w \\sim \\mathrm{Dir}(c/K, \\dots)` with :math:`K = T+1`:
+      :math:`\\mathbb E\\sum w_j^2 = (c/K + 1)/(c + 1)`, factor :math:`1 + c/K`;
+    * stick-breaking with ``T`` Beta(1, c) sticks and the remainder on the last atom: with
+      :math:`\\rho = c/(c+2)`, :math:`\\mathbb E\\sum w_j^2 = (1 - \\rho^T)/(c+1) + \\rho^T`.
+    """
+    n, T = _positive_int("n", n), _positive_int("T", T)
+    if not np.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    c = alpha + n
+    if kind == "dirichlet_multinomial":
+        return 1.0 + c / (T + 1)
+    if kind == "stick_breaking":
+        rho_T = (c / (c + 2.0)) ** T
+        return (1.0 - rho_T) + (c + 1.0) * rho_T
+    raise ValueError(f"kind must be 'stick_breaking' or 'dirichlet_multinomial', got {kind!r}")
+
+
+@single_threaded_blas()
+def gd_least_squares(Xs, ys, *, n_steps: int, step0: float, scale: float = 1e-3, snapshots=()):
+    """Early-stopped least squares with the authors' schedule: full-batch gradient descent on the
+    empirical mean squared loss, :math:`\\theta \\leftarrow \\theta + \\varepsilon_t X^\\top (y - X\\theta)`
+    with :math:`\\varepsilon_t = \\eta_t\\,\\text{scale}\\,2/n` and
+    :math:`\\eta_t = \\text{step0}/(100 + \\sqrt t)`, from :math:`\\theta = 0`, on several problems.
+
+    This is the expected step of :func:`sgd_paper` with the Dirichlet process, the Monte Carlo and
+    the aversion removed (:math:`\\mathbb E \\sum_j w_j \\nabla h_j = \\nabla \\mathbb E_{G_n} h`, and
+    :math:`G_n` is the empirical distribution when :math:`\\alpha \\to 0`), so the two differ only
+    by what the criterion adds. Computed exactly in the eigenbasis of :math:`X^\\top X` (eigenvalues
+    :math:`\\lambda_k`): with :math:`\\theta^+` the minimum-norm least-squares solution, the
+    iterate is :math:`\\sum_k [1 - \\prod_{\\tau \\le t}(1 - \\varepsilon_\\tau\\lambda_k)]\\, v_k
+    v_k^\\top\\theta^+`. Returns the final parameters (P x d) and, if ``snapshots`` lists step
+    counts, also a dict {step: parameters after that many steps}.
+    """
+    n_steps = _positive_int("n_steps", n_steps)
+    if len(Xs) == 0 or len(Xs) != len(ys):
+        raise ValueError("Xs and ys must be non-empty lists of the same length")
+    want = sorted(set(int(s) for s in snapshots))
+    if any(s < 1 or s > n_steps for s in want):
+        raise ValueError(f"snapshots must be step counts in [1, n_steps={n_steps}], got {want}")
+    d = np.asarray(Xs[0]).shape[1]
+    t = np.arange(1, n_steps + 1)
+    eta = step0 / (100.0 + np.sqrt(t)) * scale * 2.0
+    stops = want + [n_steps]
+    at = np.asarray(stops) - 1
+    out = np.zeros((len(stops), len(Xs), d))
+    spectra = []
+    for p, (x, y) in enumerate(zip(Xs, ys)):
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64).reshape(-1)
+        if x.ndim != 2 or x.shape[1] != d or y.size != x.shape[0]:
+            raise ValueError(f"problem {p}: X must be (n, {d}) and y of length n")
+        _, sv, Vt = np.linalg.svd(x, full_matrices=False)
+        keep = sv > sv.max() * 1e-12
+        sv, Vt = sv[keep], Vt[keep]
+        spectra.append((sv ** 2 / x.shape[0], Vt, (Vt @ (x.T @ y)) / sv ** 2))  # lambda, basis, theta+
+    x_max = float(eta.max() * max(lam.max() for lam, _, _ in spectra))
+    if x_max < 0.5:
+        # sum_tau log(1 - eta_tau lam) = -sum_m lam^m / m * sum_tau eta_tau^m: power sums of the shared
+        # schedule, once, then a small matrix product per problem
+        n_terms = int(np.ceil(np.log(1e-18) / np.log(max(x_max, 1e-300)))) + 1
+        m = np.arange(1, n_terms + 1)
+        powsum = np.cumsum(eta[:, None] ** m, axis=0)[at]                      # [stops, m]
+    for p, (lam, Vt, z_plus) in enumerate(spectra):
+        if x_max < 0.5:
+            prod = np.exp(-powsum @ (lam[None, :] ** m[:, None] / m[:, None]))
+        else:
+            fac = 1.0 - eta[:, None] * lam[None, :]               # [t, k]
+            with np.errstate(divide="ignore"):                    # a factor of exactly 0 is fine
+                prod = np.exp(np.cumsum(np.log(np.abs(fac)), axis=0)[at])
+            negative = fac < 0                                    # only with a step past 1/lambda
+            if negative.any():
+                prod *= np.where(np.cumsum(negative, axis=0)[at] % 2 == 1, -1.0, 1.0)
+        out[:, p] = ((1.0 - prod) * z_plus) @ Vt
+    final = out[-1]
+    return (final, {s: out[i] for i, s in enumerate(want)}) if want else final
 
 
 def weighted_lad(Z, weights) -> np.ndarray:
