@@ -3,7 +3,8 @@ import pytest
 
 from reprobook.combopt.district_instances import make_instance
 from reprobook.combopt.districting import (BDRegression, bd_partition, co_assignment_agreement,
-                                           districtnet_partition, euclidean_partition, make_city,
+                                           districtnet_partition, districtnet_weights,
+                                           euclidean_partition, make_city,
                                            make_model, target_partition, train_districtnet)
 from reprobook.combopt.routing_cost import sample_scenarios
 
@@ -66,3 +67,15 @@ def test_agreement_and_bad_inputs():
         BDRegression().predict(city.inst, [(0, 1, 2)])
     with pytest.raises(ValueError, match="scenarios"):
         target_partition(make_city(city.inst))
+
+
+def test_districtnet_weights_drive_its_partition():
+    from reprobook.combopt.cmst import solve_cmst_heuristic
+    city = _city(3, 4, 5)
+    model = make_model(1, hidden=8, layers=1)
+    th = districtnet_weights(model, city)
+    assert th.shape == (city.graph.dim,) and th.dtype == np.float64
+    part = solve_cmst_heuristic(city.graph, th, city.inst.lo, city.inst.hi)[1]
+    assert part == districtnet_partition(model, city)
+    with pytest.raises(ValueError, match="City"):
+        districtnet_weights(model, city.inst)

@@ -5,7 +5,8 @@ import torch
 from reprobook import rng
 from reprobook.fl.bnn import BNN, MLP, gaussian_kl
 from reprobook.fl.data import make_federated
-from reprobook.fl.fedbnn import aggregate, evaluate, train_fedavg, train_fedbnn, train_local
+from reprobook.fl.fedbnn import (aggregate, evaluate, train_fedavg, train_fedbnn, train_fedmd,
+                                 train_local)
 from reprobook.fl.metrics import expected_calibration_error
 from reprobook.fl.privacy import GaussianMechanism
 
@@ -122,3 +123,32 @@ def test_ece():
     assert abs(expected_calibration_error(probs, torch.tensor([0, 0, 1, 1])) - 0.25) < 1e-12
     with pytest.raises(ValueError, match="probs"):
         expected_calibration_error(probs, torch.tensor([0]))
+
+
+def test_fedavg_finetune_keeps_the_last_local_models(data):
+    kw = dict(rounds=2, local_steps=3, generator_seed=0)
+    models = train_fedavg(data, [8], finetune=True, **kw)
+    assert isinstance(models, list) and len(models) == len(data.clients)
+    # fine-tuned from the same global model on different data: the clients differ
+    assert not torch.equal(models[0].weights[0], models[1].weights[0])
+    one = train_fedavg(data, [8], **dict(kw, rounds=1))
+    assert isinstance(one, MLP)
+
+
+def test_fedmd_is_deterministic_distillation(data):
+    models = train_fedmd(data, [8], rounds=2, local_steps=3, prior_weight=1.0, generator_seed=0)
+    assert all(isinstance(m, MLP) for m in models)
+    x = data.public[:5]
+    assert torch.equal(models[0].predict_proba(x), models[0].predict_proba(x))
+    het = train_fedmd(data, [[4], [8], [4, 4]], rounds=2, local_steps=2, prior_weight=1.0, generator_seed=0)
+    assert len(het) == len(data.clients)
+
+
+def test_uniform_prior_target(data):
+    kw = dict(rounds=2, local_steps=3, prior_weight=1.0, generator_seed=0)
+    uni = train_fedbnn(data, [8], prior_target="uniform", **kw)
+    agg = train_fedbnn(data, [8], **kw)
+    # the first round is identical (no prior yet); the second differs
+    assert not torch.equal(uni[0].layers[0].mu_w, agg[0].layers[0].mu_w)
+    with pytest.raises(ValueError, match="prior_target"):
+        train_fedbnn(data, [8], prior_target="nope", **kw)

@@ -49,3 +49,23 @@ def test_errors():
         P.zcdp_rho(1.0, 0)
     with pytest.raises(ValueError, match="clip"):
         P.clip_l2(torch.ones(3), -1)
+
+
+def test_row_clipping_and_its_sensitivity():
+    m = P.RowClippedGaussianMechanism(clip=1.0, noise_multiplier=2.0, n_rows=9)
+    assert m.sensitivity == 6.0 and m.noise_std == 12.0
+    assert abs(P.probe_noise_std(m, shape=(9, 4)) - 12.0) < 1e-12
+    x = torch.tensor([[3.0, 4.0], [0.3, 0.4]] * 4 + [[0.0, 0.0]], dtype=torch.float64)
+    c = m.clip_message(x)
+    assert torch.allclose(c.norm(dim=-1)[:8], torch.tensor([1.0, 0.5] * 4, dtype=torch.float64))
+    assert torch.equal(c[8], x[8])
+    # the bound holds for any two messages: rows at opposite ends of their balls reach it
+    a, b = torch.zeros(9, 2, dtype=torch.float64), torch.zeros(9, 2, dtype=torch.float64)
+    a[:, 0], b[:, 0] = 5.0, -5.0
+    assert abs(float((m.clip_message(a) - m.clip_message(b)).norm()) - m.sensitivity) < 1e-12
+    with pytest.raises(ValueError, match="shape"):
+        m.clip_message(torch.ones(3, 2))
+    with pytest.raises(ValueError, match="n_rows"):
+        P.RowClippedGaussianMechanism(1.0, 1.0, 0)
+    with pytest.raises(ValueError, match="dimensions"):
+        P.clip_rows(torch.ones(3), 1.0)

@@ -167,7 +167,7 @@ class CSPGIndex:
 
 def build_cspg(X, m: int, routing_ratio: float, rng: np.random.Generator, *, R: int = 24,
                alpha: float = 1.2, n_candidates: int = 64, repair: bool = True,
-               knn=None) -> CSPGIndex:
+               knn=None, graph_builder=None) -> CSPGIndex:
     """Randomly partition ``X`` into ``m`` parts sharing :math:`\\lfloor\\lambda n\\rfloor`
     routing vectors and build one graph per part with :func:`~reprobook.ann.graph.build_graph`.
 
@@ -179,6 +179,11 @@ def build_cspg(X, m: int, routing_ratio: float, rng: np.random.Generator, *, R: 
     that fall in the partition, which are exactly its in-partition nearest neighbours; the list is
     shorter where fewer than ``n_candidates`` of the ``K_all`` fall in it. This saves one
     brute-force pass per partition.
+
+    ``graph_builder`` (optional): ``graph_builder(X_part, p) -> ProximityGraph`` builds partition
+    ``p``'s graph instead (e.g. :func:`~reprobook.ann.hnsw.hnswlib_layer0`, search-built); ``R``,
+    ``alpha``, ``n_candidates`` and ``knn`` are then unused. The graph must keep the partition's
+    local ids (routing vectors first).
     """
     X = np.ascontiguousarray(X, dtype=np.float32)
     if X.ndim != 2:
@@ -206,9 +211,15 @@ def build_cspg(X, m: int, routing_ratio: float, rng: np.random.Generator, *, R: 
         members = np.concatenate([routing, rest[owner == p]])
         if members.size < 2:
             raise ValueError(f"partition {p} has {members.size} point(s); use fewer partitions")
-        cand = None if knn is None else _restrict(knn, members, n, n_candidates)
-        g = build_graph(X[members], R=R, alpha=alpha, n_candidates=n_candidates, repair=False,
-                        candidates=cand)
+        if graph_builder is not None:
+            g = graph_builder(X[members], p)
+            if not isinstance(g, ProximityGraph) or g.n != members.size:
+                raise ValueError(f"graph_builder must return a ProximityGraph on the partition's "
+                                 f"{members.size} points")
+        else:
+            cand = None if knn is None else _restrict(knn, members, n, n_candidates)
+            g = build_graph(X[members], R=R, alpha=alpha, n_candidates=n_candidates, repair=False,
+                            candidates=cand)
         if repair:
             sources = [g.entry] if p == 0 else np.arange(r)
             repair_reachability(g.X, g.adj, sources)

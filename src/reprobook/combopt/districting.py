@@ -30,7 +30,7 @@ from .routing_cost import DistrictCost, Scenarios
 from .set_partition import connected_subsets, solve_set_partition
 
 __all__ = ["City", "make_city", "target_partition", "make_model", "train_districtnet",
-           "districtnet_partition", "BDRegression", "bd_partition", "euclidean_partition",
+           "districtnet_partition", "districtnet_weights", "BDRegression", "bd_partition", "euclidean_partition",
            "co_assignment_agreement", "N_EDGE_FEATURES"]
 
 N_EDGE_FEATURES = 2
@@ -166,10 +166,18 @@ def train_districtnet(model, cities, targets, *, epochs: int, lr: float = 3e-3, 
     return hist
 
 
+def districtnet_weights(model, city: City) -> np.ndarray:
+    """The CMST weights :math:`\theta` the trained GNN gives ``city`` (float64, one per BU-BU edge
+    then one per depot-BU edge): what the layer minimises at test time."""
+    if not isinstance(city, City):
+        raise ValueError(f"city must be a City (make_city), got {type(city).__name__}")
+    with torch.no_grad():
+        return _theta(model, city).double().numpy()
+
+
 def districtnet_partition(model, city: City, group_sizes=(2, 3), enforce_upper: bool = True):
     """DistrictNet's districting of ``city``: GNN weights, then the CMST heuristic."""
-    with torch.no_grad():
-        th = _theta(model, city).double().numpy()
+    th = districtnet_weights(model, city)
     return solve_cmst_heuristic(city.graph, th, city.inst.lo, city.inst.hi,
                                 group_sizes=group_sizes, enforce_upper=enforce_upper)[1]
 

@@ -19,7 +19,17 @@ $W_{cj} \propto \exp(-\tau\,\overline{\mathrm{JS}}(P_c, P_j))$ ($\tau = 0$: the 
 
 **FedAvg.** One deterministic MLP shared by all; each round clients start from the global weights,
 take ``local_steps`` Adam steps on cross-entropy, and the server averages weights by $n_c$.
-It needs one architecture for everyone and raises otherwise.
+It needs one architecture for everyone and raises otherwise. With ``finetune=True`` the last round's
+local models are kept, not averaged: each client fine-tunes the global model of round $R-1$ for
+``local_steps`` steps on its own data (FedAvg + local fine-tuning, the same total budget).
+
+**FedMD-style distillation** (:func:`train_fedmd`): the same rounds, messages, aggregation and
+function-space term, but every client is a deterministic MLP trained on cross-entropy, with no
+weight posterior and no KL to a weight prior. FedBNN minus FedMD isolates the Bayesian part.
+
+**Uniform-prior control** (``prior_target="uniform"``): the function-space term pulls toward the
+uniform distribution $1/K$ instead of the aggregate. It keeps the regularisation and removes the
+collaboration: no message carries information between clients.
 """
 from __future__ import annotations
 
@@ -72,7 +82,8 @@ def _full_sizes(hidden, data):
 def train_fedbnn(data: FederatedData, hidden: Sequence | Sequence[Sequence], rounds: int,
                  local_steps: int, prior_weight: float, generator_seed: int, lr: float = 0.02,
                  prior_std: float = 1.0, n_samples: int = 8, temperature: float = 0.0,
-                 mechanism=None, prior_sign: float = 1.0) -> list[BNN]:
+                 mechanism=None, prior_sign: float = 1.0, bayesian: bool = True,
+                 prior_target: str = "aggregate") -> list:
     """Run FedBNN and return the clients' personalized posteriors.
 
     ``hidden``: the hidden widths of every client's BNN, or one list per client (heterogeneous
@@ -80,6 +91,9 @@ def train_fedbnn(data: FederatedData, hidden: Sequence | Sequence[Sequence], rou
     ``mechanism`` (e.g. :class:`~reprobook.fl.privacy.GaussianMechanism`) privatises each message.
     ``prior_sign=-1`` flips the sign of the function-space prior term, so training pushes a client's
     outputs *away* from the aggregate: a planted bug for the chapter's controls.
+    ``bayesian=False`` trains deterministic MLPs (FedMD-style distillation, see
+    :func:`train_fedmd`). ``prior_target="uniform"`` replaces the aggregate by the uniform
+    distribution (regularisation without collaboration).
     """
     if rounds < 1 or local_steps < 1:
         raise ValueError(f"rounds and local_steps must be >= 1, got {rounds}, {local_steps}")
@@ -87,27 +101,38 @@ def train_fedbnn(data: FederatedData, hidden: Sequence | Sequence[Sequence], rou
         raise ValueError(f"prior_weight must be >= 0, got {prior_weight}")
     if prior_sign not in (1.0, -1.0):
         raise ValueError(f"prior_sign must be +1 or -1, got {prior_sign}")
+    if prior_target not in ("aggregate", "uniform"):
+        raise ValueError(f"prior_target must be 'aggregate' or 'uniform', got {prior_target!r}")
     n = len(data.clients)
     archs = _sizes_per_client(list(hidden), n)
     # separate streams: training noise vs communication noise, so lambda = 0 is bit-exact local
     train_g = [torch.Generator().manual_seed(generator_seed * 1000 + c) for c in range(n)]
     comm_g = [torch.Generator().manual_seed(generator_seed * 1000 + 500 + c) for c in range(n)]
-    models = [BNN(_full_sizes(a, data), train_g[c], prior_std) for c, a in enumerate(archs)]
+    if bayesian:
+        models = [BNN(_full_sizes(a, data), train_g[c], prior_std) for c, a in enumerate(archs)]
+    else:
+        models = [MLP(_full_sizes(a, data), train_g[c]) for c, a in enumerate(archs)]
+    fwd = (lambda m, x, g: m(x, g)) if bayesian else (lambda m, x, g: m(x))
     opts = [torch.optim.Adam(m.parameters(), lr=lr) for m in models]
     targets = None
     for r in range(rounds):
         for c, (m, opt, cl) in enumerate(zip(models, opts, data.clients)):
             for _ in range(local_steps):
                 opt.zero_grad()
-                loss = F.cross_entropy(m(cl.x, train_g[c]), cl.y) + m.kl() / len(cl.y)
+                loss = F.cross_entropy(fwd(m, cl.x, train_g[c]), cl.y)
+                if bayesian:
+                    loss = loss + m.kl() / len(cl.y)
                 if targets is not None and prior_weight > 0:
-                    logq = torch.log_softmax(m(data.public, train_g[c]), -1)
+                    logq = torch.log_softmax(fwd(m, data.public, train_g[c]), -1)
                     phi = targets[c]
                     kl = (phi * (phi.clamp_min(1e-12).log() - logq)).sum(-1).mean()
                     loss = loss + prior_sign * prior_weight * kl
                 loss.backward()
                 opt.step()
-        if prior_weight > 0 and r < rounds - 1:
+        if prior_weight > 0 and r < rounds - 1 and prior_target == "uniform":
+            k = data.n_classes
+            targets = torch.full((n, len(data.public), k), 1.0 / k)
+        elif prior_weight > 0 and r < rounds - 1:
             msgs = []
             for c, m in enumerate(models):
                 p = m.predict_proba(data.public, n_samples, comm_g[c])
@@ -119,6 +144,14 @@ def train_fedbnn(data: FederatedData, hidden: Sequence | Sequence[Sequence], rou
     return models
 
 
+def train_fedmd(data: FederatedData, hidden, rounds: int, local_steps: int, prior_weight: float,
+                generator_seed: int, **kw) -> list[MLP]:
+    """FedMD-style deterministic function-space distillation: :func:`train_fedbnn` with plain MLPs
+    (same rounds, steps, messages, aggregation and distillation term; no posterior)."""
+    return train_fedbnn(data, hidden, rounds, local_steps, prior_weight, generator_seed,
+                        bayesian=False, **kw)
+
+
 def train_local(data: FederatedData, hidden, rounds: int, local_steps: int, generator_seed: int,
                 **kw) -> list[BNN]:
     """Local Bayesian training alone: FedBNN with prior weight 0 (same budget, no communication)."""
@@ -126,8 +159,9 @@ def train_local(data: FederatedData, hidden, rounds: int, local_steps: int, gene
 
 
 def train_fedavg(data: FederatedData, hidden, rounds: int, local_steps: int, generator_seed: int,
-                 lr: float = 0.02) -> MLP:
-    """FedAvg with the same rounds and local steps; returns the global model."""
+                 lr: float = 0.02, finetune: bool = False):
+    """FedAvg with the same rounds and local steps; returns the global model, or with ``finetune``
+    the clients' own models of the last round (local fine-tuning of round R-1's global model)."""
     archs = _sizes_per_client(list(hidden), len(data.clients))
     if any(a != archs[0] for a in archs):
         raise ValueError(f"FedAvg averages weights, so every client needs the same architecture; "
@@ -135,7 +169,7 @@ def train_fedavg(data: FederatedData, hidden, rounds: int, local_steps: int, gen
     g = torch.Generator().manual_seed(generator_seed)
     glob = MLP(_full_sizes(archs[0], data), g)
     total = sum(len(cl.y) for cl in data.clients)
-    for _ in range(rounds):
+    for r in range(rounds):
         states = []
         for cl in data.clients:
             m = MLP(glob.sizes, g)
@@ -146,6 +180,10 @@ def train_fedavg(data: FederatedData, hidden, rounds: int, local_steps: int, gen
                 F.cross_entropy(m(cl.x), cl.y).backward()
                 opt.step()
             states.append((len(cl.y) / total, m.state_dict()))
+            if finetune and r == rounds - 1:
+                states[-1] = (states[-1][0], m)
+        if finetune and r == rounds - 1:
+            return [m for _, m in states]
         glob.load_state_dict({k: sum(w * s[k] for w, s in states) for k in states[0][1]})
     return glob
 

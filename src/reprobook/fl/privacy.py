@@ -16,6 +16,13 @@ the minimum being at $\alpha^\star = 1 + \sqrt{\log(1/\delta)/\rho_R}$. :func:`e
 the same quantity the long way (quadrature of the Rényi divergence of the mechanism's actual output
 laws, summed over rounds, then a numeric minimisation over $\alpha$), so the closed form can be checked.
 Everything after the noise (clamping to $[0, 1]$, renormalising) is post-processing and costs nothing.
+
+**Per-row clipping** (:class:`RowClippedGaussianMechanism`). Clipping the whole $|A|\times K$ table
+to norm $C = 1$ shrinks every row by about $\sqrt{|A|}$, so the noise swamps it. Clipping each
+row (one public point's predictive vector) to norm $C$ keeps the rows at full scale; replacing a
+client's data may then move every row anywhere in its ball, so $\Delta_2 = 2C\sqrt{|A|}$.
+(For probability rows $C = 1$ clips nothing, and the tighter bound $\sqrt{2|A|}$ would hold; we
+keep the general one, which holds for any input.)
 """
 from __future__ import annotations
 
@@ -56,9 +63,42 @@ class GaussianMechanism:
     def noise_std(self) -> float:
         return self.noise_multiplier * self.sensitivity
 
+    def clip_message(self, m: torch.Tensor) -> torch.Tensor:
+        """The message after clipping, before noise: what the sensitivity bounds."""
+        return clip_l2(m, self.clip)
+
     def __call__(self, m: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         noise = torch.randn(m.shape, generator=generator, dtype=m.dtype)
-        return clip_l2(m, self.clip) + self.noise_std * noise
+        return self.clip_message(m) + self.noise_std * noise
+
+
+def clip_rows(m: torch.Tensor, clip: float) -> torch.Tensor:
+    """Scale every row of ``m`` (its last axis) down to L2 norm at most ``clip``."""
+    clip = _positive("clip", clip)
+    if m.ndim < 2:
+        raise ValueError(f"m must have at least 2 dimensions (rows, entries), got {tuple(m.shape)}")
+    norm = m.norm(dim=-1, keepdim=True)
+    return m * torch.clamp(clip / norm.clamp_min(1e-300), max=1.0)
+
+
+class RowClippedGaussianMechanism(GaussianMechanism):
+    """Clip every row of an ``(n_rows, K)`` message to ``clip`` in L2, then add
+    N(0, (noise_multiplier * 2 clip sqrt(n_rows))^2) to every entry."""
+
+    def __init__(self, clip: float, noise_multiplier: float, n_rows: int):
+        super().__init__(clip, noise_multiplier)
+        if not isinstance(n_rows, (int, np.integer)) or n_rows < 1:
+            raise ValueError(f"n_rows must be a positive int, got {n_rows!r}")
+        self.n_rows = int(n_rows)
+
+    @property
+    def sensitivity(self) -> float:
+        return 2.0 * self.clip * math.sqrt(self.n_rows)
+
+    def clip_message(self, m: torch.Tensor) -> torch.Tensor:
+        if m.ndim != 2 or m.shape[0] != self.n_rows:
+            raise ValueError(f"message must have shape ({self.n_rows}, K), got {tuple(m.shape)}")
+        return clip_rows(m, self.clip)
 
 
 def probe_noise_std(mechanism, shape=(64,), seed: int = 0) -> float:
