@@ -199,7 +199,7 @@ def kernel_actions(A: torch.Tensor, X: torch.Tensor, S, hyp: Hyper, chunk: int |
         _check_xy(A, name="A")
         Xb = X[S.index]                                         # (i, k, d)
         args = (S.values, hyp.log_lengthscale, hyp.log_outputscale)
-        if chunk is None or chunk >= A.shape[0]:
+        if chunk is None:
             return _block_kernel_actions(A, Xb, *args)
         from torch.utils.checkpoint import checkpoint
         return torch.cat([checkpoint(_block_kernel_actions, A[r:r + chunk], Xb, *args, use_reentrant=False)
