@@ -47,3 +47,31 @@ def test_svgp_objective_is_what_fit_svgp_trains():
     assert loss() < first
     with pytest.raises(ValueError, match="n_inducing"):
         svgp_objective(X, y, n_inducing=0)
+
+
+def test_natural_gradients_and_convergence_stop():
+    X, y = _data(60)
+    predict = fit_svgp(X, y, n_inducing=8, steps=400, natural_gradients=True, tol=1e-4, patience=10)
+    assert 0 < predict.steps < 400                      # stopped on the plateau
+    mean, var, noise = predict(X)
+    assert ((mean - y).pow(2).mean() < 0.05) and (var >= 0).all()
+    h = predict.hyper
+    assert h["lengthscale"].shape == (1,) and h["noise"] > 0 and h["outputscale"] > 0
+    # natural gradients with a full step reach a better ELBO than Adam in the same few steps
+    ngd = fit_svgp(X, y, n_inducing=8, steps=5, natural_gradients=True)
+    adam = fit_svgp(X, y, n_inducing=8, steps=5)
+    err = lambda p: (p(X)[0] - y).pow(2).mean().item()  # noqa: E731
+    assert err(ngd) < err(adam)
+    with pytest.raises(ValueError, match="ngd_lr"):
+        fit_svgp(X, y, n_inducing=8, steps=1, natural_gradients=True, ngd_lr=2.0)
+
+
+def test_train_until_converged_checks_and_counts():
+    from reprobook.gp.baselines import train_until_converged
+    w = torch.zeros(1, requires_grad=True, dtype=torch.float64)
+    opt = torch.optim.SGD([w], lr=0.5)
+    assert train_until_converged(lambda: ((w - 1) ** 2).sum(), [opt], steps=7) == 7
+    taken = train_until_converged(lambda: ((w - 1) ** 2).sum(), [opt], steps=500, tol=1e-12, patience=3)
+    assert taken < 500 and abs(w.item() - 1) < 1e-5
+    with pytest.raises(ValueError, match="patience"):
+        train_until_converged(lambda: w.sum(), [opt], steps=1, tol=0.0, patience=0)

@@ -124,3 +124,42 @@ def test_planted_elbo_bug_breaks_the_bound():
     assert torch.equal(m0, m1) and torch.equal(v0, v1)
     with pytest.raises(ValueError, match="planted_bug"):
         cagp_elbo(X, y, hyp, S, planted_bug="nope")
+
+
+def test_chunked_kernel_actions_match_and_keep_less_for_backward():
+    from reprobook.bench.autograd_memory import saved_tensor_bytes
+    from reprobook.gp.cagp import BlockSparseActions, Hyper, cagp_elbo, kernel_actions
+    g = torch.Generator().manual_seed(0)
+    n, i = 240, 8
+    X = torch.rand(n, 3, generator=g, dtype=torch.float64)
+    y = torch.sin(3 * X).sum(1)
+    S = BlockSparseActions(n, i, generator=g)
+    hyp = Hyper.init(3, requires_grad=True)
+    full = kernel_actions(X, X, S, hyp)
+    assert torch.allclose(kernel_actions(X, X, S, hyp, chunk=50), full, atol=1e-12)
+    # the loss and its gradient are the same
+    l1 = cagp_elbo(X, y, hyp, S)
+    g1 = torch.autograd.grad(l1, hyp.params() + S.params())
+    l2 = cagp_elbo(X, y, hyp, S, chunk=40)
+    g2 = torch.autograd.grad(l2, hyp.params() + S.params())
+    assert torch.allclose(l1, l2, atol=1e-10)
+    assert all(torch.allclose(a, b, atol=1e-9) for a, b in zip(g1, g2))
+    # batched keeps an n x n kernel tensor for backward, chunked O(n i)
+    assert saved_tensor_bytes(lambda: cagp_elbo(X, y, hyp, S)) > n * n * 8
+    assert saved_tensor_bytes(lambda: cagp_elbo(X, y, hyp, S, chunk=40)) < n * n * 8 / 4
+    with pytest.raises(ValueError, match="chunk"):
+        kernel_actions(X, X, S, hyp, chunk=0)
+
+
+def test_fit_exact_lbfgs_reaches_the_adam_optimum_and_more():
+    from reprobook.gp.cagp import exact_log_evidence, fit_exact, fit_exact_lbfgs
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(80, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(5 * X[:, 0]) + 0.1 * torch.randn(80, generator=g, dtype=torch.float64)
+    h1 = fit_exact_lbfgs(X, y, max_iter=60)
+    h2 = fit_exact(X, y, steps=30, lr=0.05)
+    assert exact_log_evidence(X, y, h1) >= exact_log_evidence(X, y, h2) - 1e-9
+    # the irrelevant second input gets a longer lengthscale than the first
+    assert h1.log_lengthscale[1] > h1.log_lengthscale[0]
+    with pytest.raises(ValueError, match="max_iter"):
+        fit_exact_lbfgs(X, y, max_iter=0)

@@ -9,14 +9,27 @@ r"""Inducing-point baselines from gpytorch, set up to match :mod:`reprobook.gp.c
 
 Both use the same ARD-RBF kernel, zero mean, :math:`m` inducing points initialised on an even
 subset of the training inputs, the same start hyperparameters as CaGP and the same Adam steps.
-Predictions return the latent mean and variance (add the noise for the predictive).
+Predictions return the latent mean and variance (add the noise for the predictive); the returned
+``predict`` also carries ``predict.hyper``: the learned ``lengthscale`` (d,), ``outputscale`` and
+``noise``, and ``predict.steps``: the optimiser steps taken.
+
+**Training to convergence.** With ``tol`` set, training stops once the loss has not improved on
+its best value by more than ``tol`` (absolute, per datum) for ``patience`` steps, or after
+``steps`` steps (:func:`train_until_converged`, shared with :mod:`reprobook.gp.cagp`).
+**Natural gradients** (``fit_svgp(natural_gradients=True)``, Salimbeni et al. 2018): the
+variational distribution is parameterised by its natural parameters and updated by gpytorch's
+``NGD`` (step ``ngd_lr``; with a Gaussian likelihood and the full batch, a step of 1 jumps to the
+optimal :math:`q(u)` for the current hyperparameters), while Adam trains the kernel, noise and
+inducing inputs.
 """
 from __future__ import annotations
 
 import gpytorch
 import torch
 
-__all__ = ["fit_sgpr", "fit_svgp", "svgp_objective"]
+from .training import train_until_converged
+
+__all__ = ["fit_sgpr", "fit_svgp", "svgp_objective", "train_until_converged"]
 
 
 def _init_kernel(d: int, lengthscale: float, outputscale: float):
@@ -32,6 +45,11 @@ def _inducing_init(X: torch.Tensor, m: int) -> torch.Tensor:
     order = torch.argsort(X[:, 0])
     idx = order[torch.linspace(0, X.shape[0] - 1, m).round().long()]
     return X[idx].clone()
+
+
+def _hyper(kernel, lik) -> dict:
+    return dict(lengthscale=kernel.base_kernel.lengthscale.detach().reshape(-1).clone(),
+                outputscale=kernel.outputscale.item(), noise=lik.noise.item())
 
 
 def _check(X, y):
@@ -51,8 +69,8 @@ class _SGPR(gpytorch.models.ExactGP):
 
 
 def fit_sgpr(X, y, n_inducing: int, steps: int = 100, lr: float = 0.05, lengthscale: float = 0.3,
-             outputscale: float = 1.0, noise: float = 0.1):
-    """Train SGPR; returns ``predict(Xs) -> (mean, latent var, noise)``."""
+             outputscale: float = 1.0, noise: float = 0.1, tol: float | None = None, patience: int = 20):
+    """Train SGPR; returns ``predict(Xs) -> (mean, latent var, noise)`` (with ``.hyper``, ``.steps``)."""
     _check(X, y)
     lik = gpytorch.likelihoods.GaussianLikelihood().double()
     lik.noise = torch.tensor(noise, dtype=torch.float64)
@@ -60,23 +78,22 @@ def fit_sgpr(X, y, n_inducing: int, steps: int = 100, lr: float = 0.05, lengthsc
     model.train(), lik.train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = -mll(model(X), y)
-        loss.backward()
-        opt.step()
+    taken = train_until_converged(lambda: -mll(model(X), y), [opt], steps, tol, patience)
     model.eval(), lik.eval()
 
     def predict(Xs):
         with torch.no_grad(), gpytorch.settings.fast_pred_var(False):
             f = model(Xs)
             return f.mean, f.variance, lik.noise.item()
+    predict.hyper, predict.steps = _hyper(model.cov.base_kernel, lik), taken
     return predict
 
 
 class _SVGP(gpytorch.models.ApproximateGP):
-    def __init__(self, Z, lengthscale, outputscale):
-        dist = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
+    def __init__(self, Z, lengthscale, outputscale, natural: bool = False):
+        family = (gpytorch.variational.NaturalVariationalDistribution if natural
+                  else gpytorch.variational.CholeskyVariationalDistribution)
+        dist = family(Z.shape[0])
         strat = gpytorch.variational.VariationalStrategy(self, Z, dist, learn_inducing_locations=True)
         super().__init__(strat)
         self.mean = gpytorch.means.ZeroMean()
@@ -87,36 +104,44 @@ class _SVGP(gpytorch.models.ApproximateGP):
 
 
 def svgp_objective(X, y, n_inducing: int, lengthscale: float = 0.3, outputscale: float = 1.0,
-                   noise: float = 0.1):
+                   noise: float = 0.1, natural_gradients: bool = False):
     """An untrained SVGP set up as in :func:`fit_svgp`; returns ``(loss, params, model, lik)``.
 
     ``loss()`` is the full-batch negative ELBO (per datum, as gpytorch's ``VariationalELBO``) and
-    ``params`` what Adam trains. Useful on its own to count the cost of one training step.
+    ``params`` what Adam trains (with ``natural_gradients``, the variational parameters are left
+    out: NGD trains them). Useful on its own to count the cost of one training step.
     """
     _check(X, y)
     lik = gpytorch.likelihoods.GaussianLikelihood().double()
     lik.noise = torch.tensor(noise, dtype=torch.float64)
-    model = _SVGP(_inducing_init(X, n_inducing), lengthscale, outputscale).double()
+    model = _SVGP(_inducing_init(X, n_inducing), lengthscale, outputscale, natural_gradients).double()
     model.train(), lik.train()
     elbo = gpytorch.mlls.VariationalELBO(lik, model, num_data=X.shape[0])
-    params = list(model.parameters()) + list(lik.parameters())
+    if natural_gradients:
+        params = list(model.hyperparameters()) + list(lik.parameters())
+    else:
+        params = list(model.parameters()) + list(lik.parameters())
     return (lambda: -elbo(model(X), y)), params, model, lik
 
 
 def fit_svgp(X, y, n_inducing: int, steps: int = 100, lr: float = 0.05, lengthscale: float = 0.3,
-             outputscale: float = 1.0, noise: float = 0.1):
-    """Train SVGP (full-batch ELBO); returns ``predict(Xs) -> (mean, latent var, noise)``."""
-    loss_fn, params, model, lik = svgp_objective(X, y, n_inducing, lengthscale, outputscale, noise)
-    opt = torch.optim.Adam(params, lr=lr)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        opt.step()
+             outputscale: float = 1.0, noise: float = 0.1, natural_gradients: bool = False,
+             ngd_lr: float = 1.0, tol: float | None = None, patience: int = 20):
+    """Train SVGP (full-batch ELBO); returns ``predict(Xs) -> (mean, latent var, noise)`` (with
+    ``.hyper``, ``.steps``). ``natural_gradients``: NGD (step ``ngd_lr``) for q(u), Adam for the rest."""
+    if not 0 < ngd_lr <= 1:
+        raise ValueError(f"ngd_lr must be in (0, 1], got {ngd_lr!r}")
+    loss_fn, params, model, lik = svgp_objective(X, y, n_inducing, lengthscale, outputscale, noise,
+                                                 natural_gradients)
+    opts = [torch.optim.Adam(params, lr=lr)]
+    if natural_gradients:
+        opts.append(gpytorch.optim.NGD(model.variational_parameters(), num_data=X.shape[0], lr=ngd_lr))
+    taken = train_until_converged(loss_fn, opts, steps, tol, patience)
     model.eval(), lik.eval()
 
     def predict(Xs):
         with torch.no_grad():
             f = model(Xs)
             return f.mean, f.variance, lik.noise.item()
+    predict.hyper, predict.steps = _hyper(model.cov, lik), taken
     return predict

@@ -61,8 +61,10 @@ from dataclasses import dataclass
 
 import torch
 
+from .training import train_until_converged
+
 __all__ = ["Hyper", "rbf", "BlockSparseActions", "kernel_actions", "exact_posterior",
-           "exact_log_evidence", "cagp_posterior", "cagp_elbo", "fit_exact", "fit_cagp",
+           "exact_log_evidence", "cagp_posterior", "cagp_elbo", "fit_exact", "fit_exact_lbfgs", "fit_cagp",
            "gaussian_nll", "PLANTED_BUGS"]
 
 DTYPE = torch.float64
@@ -169,23 +171,39 @@ class BlockSparseActions:
                                                                              self.values, Mb)
 
 
-def kernel_actions(A: torch.Tensor, X: torch.Tensor, S, hyp: Hyper) -> torch.Tensor:
+def _block_kernel_actions(A, Xb, values, log_lengthscale, log_outputscale):
+    """k(A, X) S for block-sparse S given the blocked inputs ``Xb`` (i, k, d): shape (len(A), i)."""
+    ell = log_lengthscale.exp()
+    a, b = A / ell, Xb / ell
+    d2 = ((a * a).sum(-1)[None, :, None] + (b * b).sum(-1)[:, None, :]
+          - 2.0 * torch.matmul(a[None], b.transpose(1, 2)))      # (i, m, k)
+    Kb = log_outputscale.exp() * torch.exp(-0.5 * d2.clamp_min(0.0))
+    return torch.matmul(Kb, values[:, :, None])[..., 0].T        # (m, i)
+
+
+def kernel_actions(A: torch.Tensor, X: torch.Tensor, S, hyp: Hyper, chunk: int | None = None) -> torch.Tensor:
     """k(A, X) @ S, shape (len(A), i); block-sparse S needs k(A, block j) for each block j only.
 
-    For block-sparse S this costs len(A)·n kernel evaluations (O(n) per row of A); the blocks are
-    processed as one batch for speed (a chunked loop would bound memory by O(len(A)·k)).
+    For block-sparse S this costs len(A)·n kernel evaluations (O(n) per row of A). By default
+    the rows of A are processed as one batch for speed, which holds an (i, len(A), k) kernel
+    tensor, and autograd keeps it for the backward pass: O(len(A)·n) memory. With ``chunk``, the
+    rows go ``chunk`` at a time and each chunk is recomputed in the backward pass
+    (``torch.utils.checkpoint``), so no kernel block outlives its chunk: O(chunk·n) working
+    memory and O(len(A)·i) kept, at the price of a second kernel evaluation.
     """
+    if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
+        raise ValueError(f"chunk must be None or a positive int, got {chunk!r}")
     if isinstance(S, BlockSparseActions):
         if S.n != X.shape[0]:
             raise ValueError(f"actions were built for n={S.n} points, X has {X.shape[0]}")
         _check_xy(A, name="A")
         Xb = X[S.index]                                         # (i, k, d)
-        ell = hyp.log_lengthscale.exp()
-        a, b = A / ell, Xb / ell
-        d2 = ((a * a).sum(-1)[None, :, None] + (b * b).sum(-1)[:, None, :]
-              - 2.0 * torch.matmul(a[None], b.transpose(1, 2)))  # (i, m, k)
-        Kb = hyp.log_outputscale.exp() * torch.exp(-0.5 * d2.clamp_min(0.0))
-        return torch.matmul(Kb, S.values[:, :, None])[..., 0].T  # (m, i)
+        args = (S.values, hyp.log_lengthscale, hyp.log_outputscale)
+        if chunk is None:
+            return _block_kernel_actions(A, Xb, *args)
+        from torch.utils.checkpoint import checkpoint
+        return torch.cat([checkpoint(_block_kernel_actions, A[r:r + chunk], Xb, *args, use_reentrant=False)
+                          for r in range(0, A.shape[0], chunk)])
     if not isinstance(S, torch.Tensor) or S.dim() != 2 or S.shape[0] != X.shape[0]:
         raise ValueError(f"S must be an (n, i) tensor with n = X.shape[0] = {X.shape[0]} or "
                          f"BlockSparseActions, got "
@@ -227,10 +245,10 @@ def exact_log_evidence(X, y, hyp: Hyper) -> torch.Tensor:
     return -0.5 * (a @ a) - torch.log(torch.diagonal(L)).sum() - 0.5 * n * math.log(2 * math.pi)
 
 
-def _gram(X, S, hyp, planted_bug):
+def _gram(X, S, hyp, planted_bug, chunk=None):
     if planted_bug not in PLANTED_BUGS:
         raise ValueError(f"planted_bug must be one of {PLANTED_BUGS}, got {planted_bug!r}")
-    KS = kernel_actions(X, X, S, hyp)                       # (n, i)
+    KS = kernel_actions(X, X, S, hyp, chunk=chunk)          # (n, i)
     StKS = _apply_st(S, KS)
     StKS = 0.5 * (StKS + StKS.T)
     if planted_bug == "gram_without_noise":
@@ -259,16 +277,17 @@ def cagp_posterior(X, y, Xs, hyp: Hyper, S, planted_bug: str | None = None):
     return KsS @ v, var
 
 
-def cagp_elbo(X, y, hyp: Hyper, S, planted_bug: str | None = None) -> torch.Tensor:
+def cagp_elbo(X, y, hyp: Hyper, S, planted_bug: str | None = None, chunk: int | None = None) -> torch.Tensor:
     """The CaGP ELBO (see module docstring); ``-cagp_elbo`` is the training loss, ≥ -log p(y).
 
     ``planted_bug`` (see :data:`PLANTED_BUGS`) breaks the loss on purpose, so that a chapter can
     show its bound check fails on a wrong method: ``"elbo_without_kl"`` returns the expected
-    log-likelihood alone, ``"gram_without_noise"`` forgets the noise in :math:`G`.
+    log-likelihood alone, ``"gram_without_noise"`` forgets the noise in :math:`G`. ``chunk``: see
+    :func:`kernel_actions` (the same value, O(n i) memory kept for the backward pass).
     """
     _check_xy(X, y)
     n = X.shape[0]
-    KS, StKS, L = _gram(X, S, hyp, planted_bug)
+    KS, StKS, L = _gram(X, S, hyp, planted_bug, chunk)
     i = StKS.shape[0]
     s2 = hyp.noise
     v = torch.cholesky_solve(_apply_st(S, y)[:, None], L)[:, 0]
@@ -290,39 +309,61 @@ def gaussian_nll(y, mean, var) -> torch.Tensor:
     return 0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var).mean()
 
 
-def _adam(params, loss_fn, steps: int, lr: float):
-    opt = torch.optim.Adam(params, lr=lr)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        opt.step()
+def _adam(params, loss_fn, steps: int, lr: float, tol=None, patience: int = 20) -> int:
+    return train_until_converged(loss_fn, [torch.optim.Adam(params, lr=lr)], steps, tol, patience)
 
 
-def fit_exact(X, y, steps: int = 100, lr: float = 0.05, hyp: Hyper | None = None) -> Hyper:
-    """Type-II maximum likelihood: Adam on -log p(y)/n."""
+def fit_exact(X, y, steps: int = 100, lr: float = 0.05, hyp: Hyper | None = None,
+              tol: float | None = None, patience: int = 20) -> Hyper:
+    """Type-II maximum likelihood: Adam on -log p(y)/n (``tol``, ``patience``: see
+    :func:`reprobook.gp.training.train_until_converged`)."""
     _check_xy(X, y)
     hyp = hyp.detach() if hyp is not None else Hyper.init(X.shape[1])
     for t in hyp.params():
         t.requires_grad_(True)
-    _adam(hyp.params(), lambda: -exact_log_evidence(X, y, hyp) / X.shape[0], steps, lr)
+    _adam(hyp.params(), lambda: -exact_log_evidence(X, y, hyp) / X.shape[0], steps, lr, tol, patience)
+    return hyp.detach()
+
+
+def fit_exact_lbfgs(X, y, max_iter: int = 60, hyp: Hyper | None = None) -> Hyper:
+    """Type-II maximum likelihood to convergence: L-BFGS (strong Wolfe line search) on -log p(y)/n.
+
+    The reference fit of a benchmark: each function evaluation is one O(n^3) Cholesky, and
+    L-BFGS reaches the optimum in far fewer of them than Adam.
+    """
+    _check_xy(X, y)
+    if not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+    hyp = hyp.detach() if hyp is not None else Hyper.init(X.shape[1])
+    for t in hyp.params():
+        t.requires_grad_(True)
+    opt = torch.optim.LBFGS(hyp.params(), lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe",
+                            tolerance_grad=1e-6, tolerance_change=1e-10)
+
+    def closure():
+        opt.zero_grad()
+        loss = -exact_log_evidence(X, y, hyp) / X.shape[0]
+        loss.backward()
+        return loss
+    opt.step(closure)
     return hyp.detach()
 
 
 def fit_cagp(X, y, n_actions: int, steps: int = 100, lr: float = 0.05, seed: int = 0,
-             hyp: Hyper | None = None):
+             hyp: Hyper | None = None, tol: float | None = None, patience: int = 20,
+             order: torch.Tensor | None = None):
     """CaGP-Opt: Adam on -ELBO/n over hyperparameters and block-sparse action entries jointly.
 
-    The blocks follow the order of ``X[:, 0]`` (contiguous in the first coordinate), the action
-    values are random at start. Returns ``(hyper, actions)``.
+    The blocks follow ``order`` (default: the order of ``X[:, 0]``, contiguous in the first
+    coordinate), the action values are random at start. Returns ``(hyper, actions)``.
     """
     _check_xy(X, y)
     g = torch.Generator().manual_seed(int(seed))
-    order = torch.argsort(X[:, 0])
+    order = torch.argsort(X[:, 0]) if order is None else order
     S = BlockSparseActions(X.shape[0], n_actions, generator=g, order=order)
     hyp = hyp.detach() if hyp is not None else Hyper.init(X.shape[1])
     for t in hyp.params():
         t.requires_grad_(True)
-    _adam(hyp.params() + S.params(), lambda: -cagp_elbo(X, y, hyp, S) / X.shape[0], steps, lr)
+    _adam(hyp.params() + S.params(), lambda: -cagp_elbo(X, y, hyp, S) / X.shape[0], steps, lr, tol, patience)
     S.values.requires_grad_(False)
     return hyp.detach(), S
