@@ -59,15 +59,20 @@ class Scaling:
         for k in ("a", "b", "c"):
             object.__setattr__(self, k, _finite(f"exponent {k}", getattr(self, k)))
 
-    def shifted(self, theta: float) -> "Scaling":
-        r"""The SGD-equivalent exponents :math:`(a+\theta, b-\theta, c-2\theta)`.
+    def shifted(self, theta: float, optimizer: str = "sgd") -> "Scaling":
+        r"""The equivalent exponents :math:`(a+\theta, b-\theta, c-2\theta)` for SGD, or
+        :math:`(a+\theta, b-\theta, c-\theta)` for Adam.
 
         Writing :math:`W = m^{-a} w` with :math:`w = m^{\theta} w'` changes nothing in the forward
         pass, and an SGD step on :math:`w'` with learning rate :math:`\eta m^{-c+2\theta}` moves
-        :math:`W` exactly as the original step does (the abc symmetry of Tensor Programs IV).
+        :math:`W` exactly as the original step does (the abc symmetry of Tensor Programs IV). Adam's
+        step ignores the gradient's scale, so there the rate only needs :math:`m^{-c+\theta}`.
         """
         theta = _finite("theta", theta)
-        return Scaling(self.a + theta, self.b - theta, self.c - 2 * theta)
+        if optimizer not in ("sgd", "adam"):
+            raise ValueError(f"unknown optimizer {optimizer!r}; use 'sgd' or 'adam'")
+        k = 2 if optimizer == "sgd" else 1
+        return Scaling(self.a + theta, self.b - theta, self.c - k * theta)
 
 
 @dataclass(frozen=True)
@@ -113,11 +118,17 @@ def standard() -> Parametrization:
                                   "output": Scaling(b=0.5)})
 
 
-def mup() -> Parametrization:
-    """μP for SGD in the no-multiplier form (Tensor Programs V, Table 3)."""
-    return Parametrization("muP", {"input": Scaling(b=0.0, c=-1.0),
-                                   "hidden": Scaling(b=0.5, c=0.0),
-                                   "output": Scaling(b=1.0, c=1.0)})
+def mup(optimizer: str = "sgd") -> Parametrization:
+    """μP in the no-multiplier form (Tensor Programs V, Table 3) for SGD or Adam."""
+    if optimizer == "sgd":
+        c = (-1.0, 0.0, 1.0)
+    elif optimizer == "adam":
+        c = (0.0, 1.0, 1.0)
+    else:
+        raise ValueError(f"unknown optimizer {optimizer!r}; use 'sgd' or 'adam'")
+    return Parametrization("muP" if optimizer == "sgd" else "muP/adam", {
+        "input": Scaling(b=0.0, c=c[0]), "hidden": Scaling(b=0.5, c=c[1]),
+        "output": Scaling(b=1.0, c=c[2])})
 
 
 def mlp_roles(n_layers: int) -> tuple[str, ...]:
