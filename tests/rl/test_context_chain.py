@@ -55,3 +55,15 @@ def test_seeded_and_checked():
         context_chain(3, 2, 2, 1, 0)
     with pytest.raises(ValueError, match="kind must be one of"):
         _env().rewards("medium", 3)
+
+
+def test_regrets_match_the_general_dp():
+    env = _env(3)
+    g = np.random.default_rng(0)
+    H = 6
+    for pi in (g.dirichlet(np.ones(3), size=31), g.dirichlet(np.ones(3), size=(H, 31))):
+        sparse, dense = env.regrets(pi, H)
+        P, d1 = env.P, env.d1
+        assert sparse == pytest.approx(1 - finite_horizon_value(P, env.rewards("sparse", H), d1, pi, H))
+        assert dense == pytest.approx((H - finite_horizon_value(P, env.rewards("dense", H), d1, pi, H)) / H)
+    assert env.regrets(env.expert_policy(), H) == (0.0, 0.0)

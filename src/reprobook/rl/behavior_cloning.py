@@ -23,11 +23,13 @@ gradient is :math:`\sum_i (p_i - e_{y_i})\otimes x_i + \lambda\theta` and the He
 :math:`\sum_i (\mathrm{diag}\,p_i - p_ip_i^\top)\otimes x_ix_i^\top + \lambda I`; a backtracking
 (Armijo) line search keeps every step a descent step, and it stops when the Newton decrement
 :math:`g^\top H^{-1} g / 2` of every block is below ``tol``: the optimum to that precision, not an
-iteration budget that could favour one class.
+iteration budget that could favour one class. The batches are small: run many fits inside one
+``with reprobook.threads.single_threaded_blas():`` block.
 """
 from __future__ import annotations
 
 import numpy as np
+
 
 __all__ = ["log_linear_policy", "fit_multinomial_logistic", "behavior_cloning", "FitInfo"]
 

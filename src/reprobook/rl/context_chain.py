@@ -24,8 +24,11 @@ The expert earns the maximum of both, :math:`J(\pi^\star) = 1` and :math:`H`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+
+from .finite_horizon import state_distributions
 
 __all__ = ["ContextChain", "context_chain", "REWARDS"]
 
@@ -57,9 +60,9 @@ class ContextChain:
     def dim(self) -> int:
         return self.features.shape[1]
 
-    @property
+    @cached_property
     def P(self) -> np.ndarray:
-        """The transition tensor (S + 1, A, S + 1)."""
+        """The transition tensor (S + 1, A, S + 1), built once and read-only."""
         S, A = self.n_contexts, self.n_actions
         P = np.zeros((S + 1, A, S + 1))
         P[:S, :, S] = 1.0                                   # a wrong action fails ...
@@ -67,13 +70,15 @@ class ContextChain:
         P[ctx, self.expert_actions[:S], S] = 0.0            # ... the expert's action does not
         P[ctx, self.expert_actions[:S], :S] = self.kernel
         P[S, :, S] = 1.0
+        P.setflags(write=False)
         return P
 
-    @property
+    @cached_property
     def d1(self) -> np.ndarray:
-        """Uniform over the contexts, nothing on FAIL."""
+        """Uniform over the contexts, nothing on FAIL (read-only)."""
         d = np.full(self.n_states, 1.0 / self.n_contexts)
         d[self.fail] = 0.0
+        d.setflags(write=False)
         return d
 
     def expert_policy(self) -> np.ndarray:
@@ -81,6 +86,16 @@ class ContextChain:
         pi = np.zeros((self.n_states, self.n_actions))
         pi[np.arange(self.n_states), self.expert_actions] = 1.0
         return pi
+
+    def regrets(self, pi, H: int) -> tuple[float, float]:
+        r"""Exact ``(sparse regret, dense regret / H)`` of a policy (S + 1, A) or (H, S + 1, A).
+
+        One forward pass: the step-:math:`h` reward is earned exactly when the episode has not
+        failed by the end of step :math:`h`, so with :math:`f_h` the mass on FAIL after :math:`h`
+        steps, the sparse regret is :math:`f_H` and the dense regret is :math:`\sum_{h\le H} f_h`.
+        """
+        f = state_distributions(self.P, self.d1, pi, H)[1:, self.fail]
+        return float(f[-1]), float(f.sum() / H)
 
     def rewards(self, kind: str, H: int) -> np.ndarray:
         """Per-step rewards (H, S + 1, A) for ``kind`` in :data:`REWARDS` (see the module doc)."""

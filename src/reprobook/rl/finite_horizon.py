@@ -17,10 +17,15 @@ The two dynamic programmes, which must agree (the tests check it):
 Both cost :math:`O(H S^2 A)` and are exact in float64: there is no rollout noise in a value
 computed here. :func:`sample_trajectories` draws episodes, for data sets and for tests that compare
 Monte Carlo returns with the exact value.
+
+These are loops of small matrix-vector products, where BLAS threads cost more than they save on a
+busy machine (see :mod:`reprobook.threads`): wrap a whole experiment in
+``with single_threaded_blas():`` rather than each call (entering the limit costs milliseconds).
 """
 from __future__ import annotations
 
 import numpy as np
+
 
 __all__ = ["check_finite_mdp", "policy_per_step", "occupancies", "state_distributions",
            "backward_values", "finite_horizon_value", "sample_trajectories"]
