@@ -54,3 +54,14 @@ def tiny_book(tmp_path, monkeypatch):
     (tmp_path / "notebooks").mkdir()
     monkeypatch.setenv("REPROBOOK_ROOT", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test: modules of many tiny tensor operations only gain
+    synchronisation from a second thread on a busy machine. Use it with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    from reprobook.threads import single_threaded_torch
+
+    with single_threaded_torch():
+        yield

@@ -8,13 +8,7 @@ from reprobook.data.sine_mlps import (SineMLPZoo, check_mlp_params, make_sine_ml
                                       sample_points)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # many tiny tensor ops: a second thread only adds synchronisation on a busy machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _zoo(n=12, **kw):

@@ -6,13 +6,7 @@ from reprobook.data.sine_mlps import make_sine_mlp_zoo, mlp_forward
 from reprobook.data.weight_symmetries import act_on_mlp, random_group_element, random_symmetry
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # many tiny tensor ops: a second thread only adds synchronisation on a busy machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _params(activation, n=6, layout=(1, 5, 4, 1), dtype=torch.float64):

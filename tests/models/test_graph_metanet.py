@@ -7,12 +7,7 @@ from reprobook.data.weight_symmetries import act_on_mlp, random_symmetry
 from reprobook.models.graph_metanet import GMN, ScaleGMN, count_parameters, width_for_budget
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _zoo(activation, n=10, hidden=(5, 4)):

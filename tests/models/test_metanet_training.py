@@ -11,12 +11,7 @@ from reprobook.models.metanet_training import (FitConfig, _lr_factor, fit_ensemb
                                                predict)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
