@@ -174,13 +174,26 @@ def cmd_toc(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
+def benchmark_names() -> list[str]:
+    """The benchmarks of ``reprobook.bench``: its public modules with a ``main(argv)``. The package
+    also holds measuring tools that chapters import (FLOP counts, autograd memory), which are not
+    benchmarks and are skipped."""
     import reprobook.bench as bench
 
+    names = []
+    for m in pkgutil.iter_modules(bench.__path__):
+        if not m.name.startswith("_"):
+            mod = importlib.import_module(f"reprobook.bench.{m.name}")
+            if callable(getattr(mod, "main", None)):
+                names.append(m.name)
+    return names
+
+
+def cmd_bench(args) -> int:
     if args.suite != "kernels":
         err.print(f"[red]unknown benchmark suite {args.suite!r}; suites: kernels[/]")
         return 2
-    names = [m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_")]
+    names = benchmark_names()
     if args.only:
         unknown = [n for n in args.only if n not in names]
         if unknown:
