@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .digits import load_digits_arrays
 from .noisy_labels import symmetric_label_noise
 
-__all__ = ["DigitsSplit", "digits_split", "load_digits_arrays"]
+__all__ = ["DigitsSplit", "digits_split"]
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,6 @@ class DigitsSplit:
     y_val: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
-
-
-def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """The 1 797 images as float64 pixels (1797, 64) and their labels, from scikit-learn's copy."""
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    return np.asarray(data.data, dtype=np.float64), np.asarray(data.target, dtype=np.int64)
 
 
 def digits_split(rng: np.random.Generator, *, n_test: int = 400, n_val: int = 200,
