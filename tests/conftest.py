@@ -65,3 +65,15 @@ def one_torch_thread():
 
     with single_threaded_torch():
         yield
+
+
+@pytest.fixture
+def float64_default():
+    """torch's default dtype set to float64 for exact checks, restored afterwards so that other
+    test modules are unaffected. Use it with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    import torch
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)

@@ -11,15 +11,7 @@ from reprobook.models.factorization import (LoRARegression, NoisyMatrixFit, fact
 from reprobook.optim.bar import balancedness
 from reprobook.optim.sam import GlobalRadius, autograd_grad_fn, sam_gradients
 
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    # float64 for these exact checks, restored afterwards so other test modules are unaffected
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def _matrix_fit(members=3, r=1):

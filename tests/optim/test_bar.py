@@ -4,15 +4,7 @@ import torch
 
 from reprobook.optim.bar import alpha_at, balancedness, bar_rescale
 
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    # float64 for these exact checks, restored afterwards so other test modules are unaffected
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def _pair(seed=0, members=None):

@@ -7,15 +7,7 @@ from reprobook.optim.bar import balancedness, bar_rescale
 from reprobook.optim.factor_training import train_factors
 from reprobook.optim.sam import GlobalRadius
 
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    # float64 for these exact checks, restored afterwards so other test modules are unaffected
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def _setup(members=2):

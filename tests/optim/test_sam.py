@@ -7,15 +7,7 @@ import torch
 from reprobook.optim.sam import (SAM, GlobalRadius, Layerwise, Masked, Unnormalised,
                                  autograd_grad_fn, member_sqnorm, sam_gradients)
 
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    # float64 for these exact checks, restored afterwards so other test modules are unaffected
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def _grads(seed=0, shapes=((3, 4), (4,), (2, 3))):
