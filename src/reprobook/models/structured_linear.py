@@ -388,7 +388,10 @@ class EinsumMoE(nn.Module):
         lead = x.shape[:-1]
         u = x.reshape(-1, self.d_in)
         N = u.shape[0]
-        probs = self.router(u).float().softmax(-1).to(u.dtype)
+        logits = self.router(u)
+        # softmax in at least float32 (half-precision logits are upcast, float64 kept)
+        probs = (logits.softmax(-1) if logits.dtype in (torch.float32, torch.float64)
+                 else logits.float().softmax(-1).to(u.dtype))
         gates, assign = probs.topk(self.top_k, dim=-1)
         if self.top_k > 1:
             gates = gates / gates.sum(-1, keepdim=True)
