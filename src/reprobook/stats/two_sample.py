@@ -54,7 +54,10 @@ def frechet_distance(fx, fy) -> float:
 
     fx, fy = (np.asarray(a, dtype=np.float64) for a in _pair(fx, fy))
     m1, m2 = fx.mean(0), fy.mean(0)
-    c1, c2 = np.atleast_2d(np.cov(fx, rowvar=False)), np.atleast_2d(np.cov(fy, rowvar=False))
+    # a ridge of 1e-6 keeps sqrtm stable when a feature is constant (a dead ReLU unit)
+    ridge = 1e-6 * np.eye(fx.shape[1])
+    c1 = np.atleast_2d(np.cov(fx, rowvar=False)) + ridge
+    c2 = np.atleast_2d(np.cov(fy, rowvar=False)) + ridge
     root = sqrtm(c1 @ c2)
     root = root.real if np.iscomplexobj(root) else root
     return float(((m1 - m2) ** 2).sum() + np.trace(c1 + c2 - 2 * root))
