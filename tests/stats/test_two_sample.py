@@ -19,10 +19,10 @@ def test_energy_distance_separates_laws():
 
 
 def test_sliced_w2_of_a_shift():
-    a = torch.randn(4000, 3, generator=_g(0), dtype=torch.float64)
+    a = torch.randn(500, 3, generator=_g(0), dtype=torch.float64)
     m = torch.tensor([1.0, 2.0, -2.0], dtype=torch.float64)
     # W2 of the projected shift u.m is |u.m|; E (u.m)^2 = |m|^2 / d
-    assert abs(sliced_w2(a, a + m, 2000, _g(1)) - float(m.norm()) / 3 ** 0.5) < 0.1
+    assert abs(sliced_w2(a, a + m, 400, _g(1)) - float(m.norm()) / 3 ** 0.5) < 0.15
     with pytest.raises(ValueError, match="equal size"):
         sliced_w2(a, a[:10], 5, _g(1))
 

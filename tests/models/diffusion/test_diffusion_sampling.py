@@ -7,13 +7,14 @@ from reprobook.models.diffusion.sampling import n_evaluations, pf_ode_sample, sa
 from reprobook.models.diffusion.schedules import karras_sigmas
 
 
-@pytest.mark.parametrize("method,steps", [("heun", 40), ("euler", 200)])
+@pytest.mark.parametrize("method,steps", [("heun", 12), ("euler", 40)])
 def test_exact_score_sampler_recovers_the_moments(method, steps):
     q = GaussianMixture([[-2.0, 0.0], [1.0, 1.5]], [0.4, 0.6], [0.4, 0.6])
-    s = sample_teacher(q.denoise, 20000, 2, steps, torch.Generator().manual_seed(0), sigma_max=20.0,
+    s = sample_teacher(q.denoise, 4000, 2, steps, torch.Generator().manual_seed(0), sigma_max=20.0,
                        method=method, dtype=torch.float64)
-    assert torch.allclose(s.mean(0), q.mean(), atol=0.06)
-    assert torch.allclose(torch.cov(s.T), q.covariance(), atol=0.12)
+    # Monte-Carlo standard errors: about 0.025 for the means, 0.05 for the covariances
+    assert torch.allclose(s.mean(0), q.mean(), atol=0.1)
+    assert torch.allclose(torch.cov(s.T), q.covariance(), atol=0.25)
 
 
 def test_one_step_is_the_denoiser_and_evaluation_count():

@@ -29,7 +29,7 @@ def test_training_approaches_the_gaussian_denoiser():
     torch.manual_seed(0)
     net = MLPDenoiser(1, width=32, depth=2, sigma_data=0.5)
     g = torch.Generator().manual_seed(1)
-    losses = train_dsm(net, lambda n, gen: 0.5 * torch.randn(n, 1, generator=gen), steps=300, batch=128,
+    losses = train_dsm(net, lambda n, gen: 0.5 * torch.randn(n, 1, generator=gen), steps=200, batch=64,
                        lr=3e-3, generator=g, sigma_min=0.05, sigma_max=5.0)
     assert sum(losses[-30:]) / 30 < sum(losses[:30]) / 30
     x = torch.linspace(-1, 1, 11)[:, None]
