@@ -13,6 +13,20 @@ def test_auroc_by_pairs():
     assert auroc([1.0], [1.0]) == 0.5
 
 
+def test_matches_sklearn():
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    rng = np.random.default_rng(3)
+    for n, m in ((50, 70), (7, 3), (100, 1)):
+        a = np.round(rng.normal(0.5, 1, n), 1)          # rounding makes ties
+        b = np.round(rng.normal(0, 1, m), 1)
+        y, s = np.r_[np.ones(n), np.zeros(m)], np.r_[a, b]
+        assert auroc(a, b) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        fpr, tp, _ = roc_curve(y, s, drop_intermediate=False)
+        for t in (0.5, 0.9, 0.95, 1.0):
+            assert fpr_at_tpr(a, b, t) == pytest.approx(fpr[np.argmax(tp >= t - 1e-12)])
+
+
 def test_fpr_at_95_by_hand():
     score_id = np.arange(100, dtype=float)          # ID scores 0..99
     score_ood = np.array([2.0, 4.5, 10.0, 50.0])

@@ -17,6 +17,7 @@ Far-OOD images, on the same 8x8 grid and scale:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -107,16 +108,21 @@ def digits_ood_split(rng: np.random.Generator, id_classes, val_ood_classes, test
 
 
 def _load_photos(names) -> list[np.ndarray]:
+    return [_load_photo(name) for name in names]
+
+
+@lru_cache(maxsize=None)
+def _load_photo(name: str) -> np.ndarray:
+    """One photograph as float64 grey levels in [0, 1] (cached: decoding takes a while)."""
     import skimage.data
     from skimage.color import rgb2gray
 
-    out = []
-    for name in names:
-        if name not in PHOTOS:
-            raise ValueError(f"unknown photo {name!r}; choose from {PHOTOS}")
-        img = np.asarray(getattr(skimage.data, name)(), dtype=np.float64)
-        out.append(rgb2gray(img / 255.0) if img.ndim == 3 else img / 255.0)
-    return out
+    if name not in PHOTOS:
+        raise ValueError(f"unknown photo {name!r}; choose from {PHOTOS}")
+    img = np.asarray(getattr(skimage.data, name)(), dtype=np.float64)
+    img = rgb2gray(img / 255.0) if img.ndim == 3 else img / 255.0
+    img.setflags(write=False)
+    return img
 
 
 def photo_crops(n: int, rng: np.random.Generator, *, side: int = 8, min_crop: int = 24,
