@@ -3,9 +3,18 @@ import numpy as np
 import pytest
 import torch
 
+from reprobook.threads import single_threaded_torch
+
 from reprobook.rl.offline_baselines import (EnsembleMLP, OfflineConfig, TwinQV, awbc_weights,
                                             critic_loss, sample_batch, soft_update, train_awbc,
                                             train_bc, train_td3bc)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # tiny batched products: a second torch thread only adds synchronisation (10x slower here)
+    with single_threaded_torch():
+        yield
 
 
 def _gen(s=0):
@@ -98,7 +107,7 @@ def _bimodal(E=2, N=512, seed=0):
 
 def test_bc_averages_the_modes_while_awbc_and_td3bc_move_to_the_good_one():
     d = _bimodal()
-    cfg = OfflineConfig(steps=300, hidden=32, critic_layers=2, batch_size=64, gamma=0.0,
+    cfg = OfflineConfig(steps=200, hidden=32, critic_layers=2, batch_size=64, gamma=0.0,
                         lr=3e-3, policy_freq=1)
     s = torch.zeros(2, 1, 2)
     bc = train_bc(d, cfg, _gen())
