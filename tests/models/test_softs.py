@@ -89,21 +89,20 @@ def test_flops_linear_in_channels():
 
 def test_loss_decreases_and_shapes():
     torch.manual_seed(0)
-    m = SOFTS(24, 6, d_model=16, d_core=8, d_ff=16)
-    x, y = torch.randn(16, 24, 4), torch.randn(16, 6, 4)
+    m = SOFTS(24, 6, d_model=8, d_core=4, d_ff=8, n_blocks=1, dropout=0.0)
     t = torch.arange(30.0)
-    x = torch.sin(t[:24, None] / 3 + torch.arange(4.0)).expand(16, 24, 4) + 0.1 * x
-    y = torch.sin(t[24:, None] / 3 + torch.arange(4.0)).expand(16, 6, 4)
-    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    x = torch.sin(t[:24, None] / 3 + torch.arange(4.0)).expand(8, 24, 4) + 0.1 * torch.randn(8, 24, 4)
+    y = torch.sin(t[24:, None] / 3 + torch.arange(4.0)).expand(8, 6, 4)
+    opt = torch.optim.Adam(m.parameters(), lr=2e-2)
     losses = []
-    for _ in range(30):
+    for _ in range(15):
         loss = torch.nn.functional.mse_loss(m(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
-    assert m(x).shape == (16, 6, 4)
+    assert m(x).shape == (8, 6, 4)
 
 
 def test_errors():
