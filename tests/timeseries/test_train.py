@@ -50,3 +50,14 @@ def test_seeded_and_channel_mask():
 def test_bad_config():
     with pytest.raises(ValueError, match="FitConfig"):
         FitConfig(epochs=0)
+
+
+def test_build_seeded_is_reproducible_and_restores_the_generator():
+    from reprobook.timeseries.train import build_seeded
+    torch.manual_seed(5)
+    state = torch.random.get_rng_state()
+    a = build_seeded(lambda: torch.nn.Linear(3, 2), 7).weight
+    assert torch.equal(torch.random.get_rng_state(), state)
+    b = build_seeded(lambda: torch.nn.Linear(3, 2), 7).weight
+    c = build_seeded(lambda: torch.nn.Linear(3, 2), 8).weight
+    assert torch.equal(a, b) and not torch.equal(a, c)

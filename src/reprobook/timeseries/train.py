@@ -15,7 +15,15 @@ import torch
 
 from reprobook.timeseries.windows import WindowSet, batches
 
-__all__ = ["FitConfig", "FitResult", "fit_forecaster", "predict", "evaluate"]
+__all__ = ["FitConfig", "FitResult", "fit_forecaster", "predict", "evaluate", "build_seeded"]
+
+
+def build_seeded(fn, seed: int):
+    """``fn()`` (a model constructor) with torch's global generator seeded to ``seed`` during the
+    call and restored after it: the same seed gives the same initial weights, whatever ran before."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        return fn()
 
 
 @dataclass
