@@ -4,7 +4,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import reprobook.kernels.selective_scan as ss
 from reprobook.kernels.selective_scan import linear_scan, selective_scan
+
+
+@pytest.fixture(params=["doubling", "sweep"])
+def fast_path(request, monkeypatch):
+    """Run a test through both inner paths of impl='chunked'."""
+    monkeypatch.setattr(ss, "SWEEP_MIN_STEP_NUMEL", 10 ** 12 if request.param == "doubling" else 0)
+    return request.param
 
 
 def rel(a, b):
@@ -37,7 +45,7 @@ CASES = [  # (L, D, N, chunk, layout)
 
 @pytest.mark.parametrize("L,Dm,N,Cs,layout", CASES)
 @pytest.mark.parametrize("extras", [True, False])
-def test_chunked_equals_reference_float64(L, Dm, N, Cs, layout, extras):
+def test_chunked_equals_reference_float64(L, Dm, N, Cs, layout, extras, fast_path):
     u, delta, A, B, C, D, z, bias = make(2, Dm, N, L, torch.float64, layout)
     kw = dict(D=D, z=z, delta_bias=bias, delta_softplus=True) if extras else {}
     ref, h_ref = selective_scan(u, delta.abs(), A, B, C, return_last_state=True, impl="reference", **kw)
@@ -71,7 +79,7 @@ def test_strong_decay_float32_stays_finite(impl):
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
-def test_gradients_chunked_match_reference(dtype, tol):
+def test_gradients_chunked_match_reference(dtype, tol, fast_path):
     u, delta, A, B, C, D, z, bias = make(2, 3, 4, 45, torch.float64, "grouped", G=3)
     gen = torch.Generator().manual_seed(5)
     dout = torch.randn(2, 3, 45, generator=gen, dtype=torch.float64)
@@ -91,7 +99,7 @@ def test_gradients_chunked_match_reference(dtype, tol):
         assert rel(a.double(), b) <= tol, name
 
 
-def test_linear_scan_signed_gates_and_initial_state():
+def test_linear_scan_signed_gates_and_initial_state(fast_path):
     gen = torch.Generator().manual_seed(1)
     a = torch.rand(3, 5, 77, generator=gen, dtype=torch.float64) * 2 - 1     # gates in [-1, 1]
     b = torch.randn(3, 5, 77, generator=gen, dtype=torch.float64)
@@ -160,3 +168,17 @@ def test_bad_inputs_raise_clear_errors():
         selective_scan(u, delta, A.to(torch.complex64), B, C)
     with pytest.raises(ValueError, match="b must have shape"):
         linear_scan(u, delta[..., :3])
+
+
+def test_linear_scan_gradients_match_reference(fast_path):
+    gen = torch.Generator().manual_seed(7)
+    a = (torch.rand(2, 3, 50, generator=gen, dtype=torch.float64) * 2 - 1).requires_grad_()
+    b = torch.randn(2, 3, 50, generator=gen, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(2, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 3, 50, generator=gen, dtype=torch.float64)
+    ref = torch.autograd.grad((linear_scan(a, b, h0, impl="reference") * w).sum(), (a, b, h0))
+    got = torch.autograd.grad((linear_scan(a, b, h0, chunk_size=8) * w).sum(), (a, b, h0))
+    for x, y in zip(got, ref):
+        assert rel(x, y) <= 1e-12
+    assert torch.autograd.gradcheck(lambda a, b, h0: linear_scan(a, b, h0, chunk_size=4),
+                                    (a[:1, :1, :9], b[:1, :1, :9], h0[:1, :1]))

@@ -26,7 +26,11 @@ cumulative gate ``P_i = \prod_{k \le i} a_k``; the states entering the chunks co
 scan applied recursively to the chunks' end pairs, and ``h_i = H_i + P_i h_{\text{enter}}``.
 Nothing is divided or exponentiated beyond the gates themselves, so it works for gates of any sign
 (:func:`linear_scan` is exposed for that) and cannot overflow; products of small gates underflow
-gracefully to 0.  Costs ``O(B D N L log C)`` work, all in tensor operations; differentiable.
+gracefully to 0.  Costs ``O(B D N L log C)`` work, all in tensor operations; differentiable, with a hand-written backward that is itself a
+reverse scan (no graph of the doubling steps is kept).  When one time step holds many elements
+(``>= SWEEP_MIN_STEP_NUMEL``: a training batch of a Mamba layer) one graph-free sequential sweep
+replaces the doubling scan inside the same forward and backward: one pass over memory instead of
+``log2 C`` passes.
 
 ``impl="reference"`` is the plain per-step loop (ground truth, float64-capable, differentiable);
 ``impl="triton"`` is a forward-only Triton kernel (one program per batch row and block of channels,
@@ -75,10 +79,10 @@ def _doubling_scan(a, b):
     L = b.shape[-1]
     s = 1
     while s < L:
-        a_prev = F.pad(a[..., :-s], (s, 0), value=1.0)
-        b_prev = F.pad(b[..., :-s], (s, 0), value=0.0)
-        b = b + a * b_prev          # uses the old a: (a_i, b_i) o (a_{i-s}, b_{i-s})
-        a = a * a_prev
+        # the first s elements have nothing s places back and stay as they are; the rest use the
+        # old a: (a_i, b_i) o (a_{i-s}, b_{i-s})
+        b = torch.cat([b[..., :s], b[..., s:] + a[..., s:] * b[..., :-s]], dim=-1)
+        a = torch.cat([a[..., :s], a[..., s:] * a[..., :-s]], dim=-1)
         s *= 2
     return a, b
 
@@ -103,6 +107,63 @@ def _linear_scan_chunked(a, b, h0, chunk_size):
     return h.flatten(-2)[..., :L]
 
 
+#: Per-step size (elements of one time slice) from which the graph-free sequential sweep replaces
+#: the doubling scan: with many elements per step one pass over the data beats log2(C) passes, with
+#: few the per-operation overhead of L small steps dominates.
+SWEEP_MIN_STEP_NUMEL = 1024
+
+
+def _linear_scan_sweep(a, b, h0):
+    """Graph-free sequential sweep, time moved to the front so every step reads contiguous memory."""
+    at, bt = a.movedim(-1, 0).contiguous(), b.movedim(-1, 0).contiguous()
+    out = torch.empty_like(bt)
+    cur = torch.zeros_like(bt[0]) if h0 is None else h0.expand_as(bt[0])
+    for t in range(bt.shape[0]):
+        cur = torch.addcmul(bt[t], at[t], cur)
+        out[t] = cur
+    return out.movedim(0, -1)
+
+
+def _scan_nograd(a, b, h0, chunk_size):
+    a, b = torch.broadcast_tensors(a, b)
+    if b[..., 0].numel() >= SWEEP_MIN_STEP_NUMEL:
+        return _linear_scan_sweep(a, b, h0)
+    return _linear_scan_chunked(a, b, h0, chunk_size)
+
+
+class _ChunkedScan(torch.autograd.Function):
+    """The chunked scan with a hand-written backward, itself a reverse scan:
+    with ``g_t = dL/dh_t + a_{t+1} g_{t+1}`` (total gradient reaching ``h_t``),
+    ``dL/db_t = g_t``, ``dL/da_t = g_t h_{t-1}`` and ``dL/dh_0 = a_1 g_1``.  No graph of the
+    ``log2(C)`` doubling steps is kept, which makes training several times cheaper."""
+
+    @staticmethod
+    def forward(ctx, a, b, h0, chunk_size):
+        h = _scan_nograd(a, b, h0, chunk_size)
+        ctx.save_for_backward(a, h, h0)
+        ctx.chunk_size = chunk_size
+        return h
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gh):
+        a, h, h0 = ctx.saved_tensors
+        a_next = F.pad(a[..., 1:], (0, 1), value=0.0)        # a_{t+1}; nothing after the end
+        g = _scan_nograd(a_next.flip(-1), gh.flip(-1), None, ctx.chunk_size).flip(-1)
+        first = torch.zeros_like(h[..., :1]) if h0 is None else h0[..., None]
+        h_prev = torch.cat([first, h[..., :-1]], dim=-1)
+        dh0 = None if h0 is None else a[..., 0] * g[..., 0]
+        return g * h_prev, g, dh0, None
+
+
+def _scan_fast(a, b, h0, chunk_size):
+    """The chunked scan, through :class:`_ChunkedScan` when a gradient is needed."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, h0)):
+        a, b = torch.broadcast_tensors(a, b)
+        return _ChunkedScan.apply(a.contiguous(), b.contiguous(), h0, chunk_size)
+    return _scan_nograd(a, b, h0, chunk_size)
+
+
 def linear_scan(a: torch.Tensor, b: torch.Tensor, initial_state: torch.Tensor | None = None,
                 impl: str = "chunked", chunk_size: int = 64) -> torch.Tensor:
     r"""All states of ``h_t = a_t * h_{t-1} + b_t`` (elementwise; time on the last dim).
@@ -125,7 +186,7 @@ def linear_scan(a: torch.Tensor, b: torch.Tensor, initial_state: torch.Tensor | 
     check_same_device(a=a, b=b, initial_state=initial_state)
     if impl == "reference":
         return _linear_scan_reference(a, b, initial_state)
-    return _linear_scan_chunked(a, b, initial_state, chunk_size)
+    return _scan_fast(a, b, initial_state, chunk_size)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -224,7 +285,7 @@ def _scan_chunked(u, delta, A, B, C, chunk_size):
     dt = delta[:, :, None, :]                                      # [B, D, 1, L]
     a = torch.exp(dt * A[None, :, :, None])                        # [B, D, N, L]
     b = dt * _expand_bc(B, Dm) * u[:, :, None, :]
-    h = _linear_scan_chunked(a, b, None, chunk_size)
+    h = _scan_fast(a, b, None, chunk_size)
     y = (h * _expand_bc(C, Dm)).sum(2)
     return y, h[..., -1]
 
