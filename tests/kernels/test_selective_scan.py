@@ -182,3 +182,18 @@ def test_linear_scan_gradients_match_reference(fast_path):
         assert rel(x, y) <= 1e-12
     assert torch.autograd.gradcheck(lambda a, b, h0: linear_scan(a, b, h0, chunk_size=4),
                                     (a[:1, :1, :9], b[:1, :1, :9], h0[:1, :1]))
+
+
+@pytest.mark.anchor
+def test_matches_mambapy_parallel_scan():
+    """Side by side with the pure-PyTorch Mamba of the ``mambapy`` package (its ``pscan``)."""
+    pscan = pytest.importorskip("mambapy.pscan").pscan
+    u, delta, A, B, C, D, z, bias = make(2, 6, 4, 32, torch.float32)
+    dt = F.softplus(delta)
+    # mambapy's layout is [B, L, ED(, N)]: h_t = exp(dt A) h_{t-1} + dt B_t x_t, y = h C_t + D x
+    dA = torch.exp(dt.transpose(1, 2)[..., None] * A)
+    BX = dt.transpose(1, 2)[..., None] * B.transpose(1, 2)[:, :, None, :] * u.transpose(1, 2)[..., None]
+    hs = pscan(dA, BX)
+    y_anchor = ((hs @ C.transpose(1, 2)[..., None]).squeeze(-1) + D * u.transpose(1, 2)).transpose(1, 2)
+    y = selective_scan(u, delta, A, B, C, D, delta_softplus=True)
+    assert rel(y.double(), y_anchor.double()) <= 1e-5
