@@ -46,11 +46,14 @@ def test_parity():
 
 def test_dyck_reference_hand_examples():
     # K = 2: ( = 0, ) = 1, [ = 2, ] = 3
-    s = torch.tensor([[0, 2, 3, 1], [0, 2, 1, 3], [0, 0, 0, 1, 1, 1], [1, 0, 0, 1], [0, 1, 0, 0]])
-    assert dyck_accepts(s[:, :4], 2, 3).tolist() == [True, False, False, False, False]
-    assert dyck_accepts(s[2:3], 2, 3).tolist() == [True]
-    assert dyck_accepts(s[2:3], 2, 2).tolist() == [False]          # depth 3 > h = 2
+    s = torch.tensor([[0, 2, 3, 1], [0, 2, 1, 3], [0, 0, 1, 1], [1, 0, 0, 1], [0, 1, 0, 0]])
+    assert dyck_accepts(s, 2, 3).tolist() == [True, False, True, False, False]
+    deep = torch.tensor([[0, 0, 0, 1, 1, 1]])
+    assert dyck_accepts(deep, 2, 3).tolist() == [True]
+    assert dyck_accepts(deep, 2, 2).tolist() == [False]          # depth 3 > h = 2
     assert dyck_accepts(torch.zeros(1, 0, dtype=torch.long), 2, 1).tolist() == [True]
+    with pytest.raises(ValueError, match="tokens must lie"):
+        dyck_accepts(torch.tensor([[0, 4]]), 2, 3)
 
 
 @pytest.mark.parametrize("K,h,L", [(2, 3, 20), (3, 5, 40), (1, 1, 10)])
@@ -67,7 +70,8 @@ def test_dyck_sample_is_in_language_and_reaches_depth(K, h, L):
 def test_dyck_perturb_and_test_set():
     x = dyck_sample(300, 30, 2, 3, generator=gen())
     y = dyck_perturb(x, 2, generator=gen(1))
-    assert ((y != x).sum(-1) >= 1).all()          # every string edited
+    # a swap of two equal neighbours changes nothing; every other edit changes the string
+    assert ((y != x).sum(-1) >= 1).float().mean() > 0.8
     assert dyck_accepts(y, 2, 3).float().mean() < 0.5
     s, lab = dyck_test_set(400, 30, 3, 4, generator=gen(2))
     assert torch.equal(lab, dyck_accepts(s, 3, 4))

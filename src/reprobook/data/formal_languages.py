@@ -152,8 +152,8 @@ def dyck_sample(n: int, length: int, K: int, h: int, *, generator: torch.Generat
 
 def dyck_perturb(strings: torch.Tensor, K: int, *, generator: torch.Generator) -> torch.Tensor:
     """One random edit per string: replace one token by a random other token, or swap two
-    adjacent tokens (each with probability 1/2).  The result may or may not be in the language;
-    label it with :func:`dyck_accepts`."""
+    adjacent tokens (each with probability 1/2; swapping two equal tokens leaves the string as it
+    was).  The result may or may not be in the language; label it with :func:`dyck_accepts`."""
     _check_pos_int("K", K)
     _check_gen(generator)
     x = strings.clone()
