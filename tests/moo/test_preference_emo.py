@@ -37,7 +37,7 @@ def test_methods_run_and_bad_names_are_named():
     with pytest.raises(ValueError, match="unknown method"):
         run_pbemo("zdt1", "moead", seed=0)
     with pytest.raises(ValueError, match="feedback"):
-        run_pbemo("zdt1", "dpbemo", seed=0, feedback="oracle")
+        run_pbemo("zdt1", "dpbemo", seed=0, feedback="bogus")
 
 
 def test_runs_are_deterministic_given_the_seed():

@@ -28,6 +28,7 @@ balanced clusters, instead of :math:`O(N^2 \log T)`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -92,6 +93,11 @@ def _bounds(W: np.ndarray, t: int, alpha: float):
     return U, L
 
 
+@lru_cache(maxsize=64)
+def _upper_triangle(n: int):
+    return np.triu_indices(n, 1)
+
+
 def _argmax_random(x: np.ndarray, rng: np.random.Generator) -> int:
     best = np.flatnonzero(x == x.max())
     return int(best[rng.integers(best.size)]) if best.size > 1 else int(best[0])
@@ -133,7 +139,7 @@ class DoubleThompson:
         rows = np.flatnonzero(upper == upper.max())
         theta = rng.beta(self.W[rows] + 1.0, self.W.T[rows] + 1.0)
         block = theta[:, rows]
-        iu = np.triu_indices(rows.size, 1)
+        iu = _upper_triangle(rows.size)
         block.T[iu] = 1.0 - block[iu]
         np.fill_diagonal(block, 0.5)
         theta[:, rows] = block
