@@ -253,3 +253,18 @@ def test_killed_half_way_keeps_finished_results_and_resumes(tiny_book):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "cached" in res.stdout and record(tiny_book, "rl", "h-pmd")["status"] == "ok"
     assert record(tiny_book, "optimization", "clipped-sgd")["finished"] == done["finished"]
+
+
+def test_a_volatile_claim_may_expect_several_verdicts_and_no_other_claim_may():
+    from reprobook.book.runner import Outcome, _mismatches
+    both = ["reproduced", "inconclusive at this scale"]
+    out = Outcome("deltanet", "kernels", "smoke", "ok",
+                  verdicts={"speed": "inconclusive at this scale", "exact": "reproduced"},
+                  volatile=["speed"], expected={"speed": both, "exact": "reproduced"})
+    assert _mismatches(out) == []
+    out.verdicts["speed"] = "not reproduced"
+    assert _mismatches(out) == [f"speed: expected one of {both!r}, got 'not reproduced'"]
+    out.verdicts["speed"] = "reproduced"
+    out.expected["exact"] = both
+    assert _mismatches(out) == [f"exact: the sidecar allows several verdicts {both!r}, but only "
+                                "a volatile (timing) claim may have more than one"]

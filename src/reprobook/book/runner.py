@@ -72,6 +72,7 @@ class Outcome:
     wall_time_s: float | None = None
     peak_memory_mb: float | None = None
     verdicts: dict = field(default_factory=dict)
+    volatile: list = field(default_factory=list)   # ids of claims whose numbers are timings
     expected: dict = field(default_factory=dict)
     mismatches: list = field(default_factory=list)
     key: str | None = None
@@ -251,6 +252,7 @@ def _finish(job: "_Job", profile: str, payload: dict, where: str, root: Path) ->
             out.error = "the ledger breaks the book's rules: " + "; ".join(problems)
     if out.status == "ok":
         out.verdicts = {c["id"]: c["verdict"] for c in ledger["claims"]}
+        out.volatile = [c["id"] for c in ledger["claims"] if c.get("volatile")]
         out.peak_memory_mb = ledger.get("peak_memory_mb")
         out.modules = ledger.get("modules")
         out.key = cache_key(chapter, job.parameters, out.modules)
@@ -277,6 +279,12 @@ def _mismatches(out: Outcome) -> list[str]:
         got = out.verdicts.get(cid)
         if got is None:
             msgs.append(f"{cid}: expected {want!r}, but the chapter has no such claim")
+        elif isinstance(want, list):
+            if cid not in out.volatile:
+                msgs.append(f"{cid}: the sidecar allows several verdicts {want!r}, but only a "
+                            "volatile (timing) claim may have more than one")
+            elif got not in want:
+                msgs.append(f"{cid}: expected one of {want!r}, got {got!r}")
         elif got != want:
             msgs.append(f"{cid}: expected {want!r}, got {got!r}")
     for cid in out.verdicts:
