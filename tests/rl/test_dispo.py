@@ -6,6 +6,7 @@ from reprobook import rng
 from reprobook.rl import zero_shot as zs
 from reprobook.rl.dispo import DiSPOConfig, nstep_targets, plan, train_dispo
 from reprobook.rl.gridworld import gridworld
+from reprobook.threads import single_threaded_torch
 
 CORRIDOR = ("######", "#S...#", "######")
 
@@ -64,8 +65,9 @@ def test_outcome_mean_matches_behaviour_sf_and_readout_reaches_the_goal():
                       batch=128, refresh=30, bank=16, n_step=2, sample_steps=5,
                       diffusion_steps=10, lr=3e-3)
     g = torch.Generator().manual_seed(0)
-    agent = train_dispo(s, a, np.eye(S), 0.6, cfg, g, n_actions=A)
-    psi = agent.sample_outcomes(np.arange(S), 256, g)
+    with single_threaded_torch():        # small ops: a second thread only costs
+        agent = train_dispo(s, a, np.eye(S), 0.6, cfg, g, n_actions=A)
+        psi = agent.sample_outcomes(np.arange(S), 256, g)
     P, n = zs.empirical_model(s, a, S, A)
     ref = zs.behaviour_successor_features(P, zs.behaviour_policy(s, a, S, A), np.eye(S), 0.6)
     err = np.abs(psi.mean(1) - ref).sum(1) / np.abs(ref).sum(1)

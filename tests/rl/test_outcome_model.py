@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from reprobook.rl.outcome_model import OutcomeDDPM, cosine_alpha_bar, timestep_embedding
+from reprobook.threads import single_threaded_torch
 
 
 def test_cosine_schedule_is_a_valid_decreasing_schedule():
@@ -66,6 +67,7 @@ def test_clipping_keeps_samples_in_the_box_and_sampling_is_seeded():
     assert torch.equal(x, y)
 
 
+@single_threaded_torch()
 def test_learns_a_state_conditional_bimodal_distribution():
     # state 0: outcomes +-1 in the first coordinate; state 1: a point at (0, 2)
     g = torch.Generator().manual_seed(0)
