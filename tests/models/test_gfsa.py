@@ -93,3 +93,19 @@ def test_bad_input():
         GraphFilterAttention(8, 2, impl="sdpa", keep_attention=True)
     with pytest.raises(ValueError, match="x must"):
         GraphFilterAttention(8, 2)(torch.zeros(2, 5, 6))
+
+
+def test_filter_matrix_reproduces_the_layer_output():
+    torch.manual_seed(0)
+    for filt in ("softmax", "gfsa", "identity"):
+        layer = GraphFilterAttention(8, 2, filter=filt, keep_attention=True)
+        if filt == "gfsa":
+            with torch.no_grad():
+                layer.w0.fill_(0.3)
+                layer.wK.fill_(-0.2)
+        x = torch.randn(3, 5, 8)
+        out = layer(x)
+        o = layer.filter_matrix() @ layer.values(x)
+        assert torch.allclose(layer.proj(o.transpose(1, 2).reshape(3, 5, 8)), out, atol=1e-5)
+    with pytest.raises(ValueError, match="keep_attention"):
+        GraphFilterAttention(8, 2).filter_matrix()

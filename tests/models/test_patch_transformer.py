@@ -51,6 +51,8 @@ def test_training_learns_a_simple_task():
 def test_bad_input():
     with pytest.raises(ValueError, match="patch"):
         PatchTransformer(image_size=8, patch=3)
+    with pytest.raises(ValueError, match="pos_std"):
+        PatchTransformer(pos_std=-1.0)
     with pytest.raises(ValueError, match="attention_options"):
         PatchTransformer(n_layers=2, attention_options=[{}])
     m = PatchTransformer(image_size=4, patch=2, d_model=8, n_layers=1, n_heads=2)

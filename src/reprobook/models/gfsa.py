@@ -171,6 +171,25 @@ class GraphFilterAttention(nn.Module):
         z, o = torch.zeros(self.n_heads, device=dev), torch.ones(self.n_heads, device=dev)
         return (z, o, z) if self.filter == "softmax" else (o, z, z)
 
+    def values(self, x: torch.Tensor) -> torch.Tensor:
+        """The values ``V`` (``[B, H, n, d_h]``) this layer computes from its input ``x``: the graph
+        signal its filter is applied to."""
+        B, n, _ = x.shape
+        return self.qkv(x).view(B, n, 3, self.n_heads, self.head_dim)[:, :, 2].transpose(1, 2)
+
+    def filter_matrix(self) -> torch.Tensor:
+        """The mixing matrix of the last forward (needs ``keep_attention``): :math:`\bar A` for
+        softmax, the GFSA filter for gfsa, ``I`` for identity; ``[B, H, n, n]``."""
+        if self.attention is None:
+            raise ValueError("no attention stored: build the layer with keep_attention=True and "
+                             "run a forward first")
+        att = self.attention
+        if self.filter == "softmax":
+            return att
+        if self.filter == "identity":
+            return torch.eye(att.shape[-1], device=att.device).expand_as(att)
+        return gfsa_matrix(att, *(w.detach() for w in self.weights()), self.K)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 3 or x.shape[-1] != self.n_heads * self.head_dim:
             raise ValueError(f"x must be [B, n, {self.n_heads * self.head_dim}], got {tuple(x.shape)}")
@@ -178,6 +197,8 @@ class GraphFilterAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, n, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         if self.filter == "identity":
             o = v
+            if self.keep_attention:
+                self.attention = torch.eye(n, device=x.device).expand(B, self.n_heads, n, n)
         elif self.impl == "sdpa":
             av = F.scaled_dot_product_attention(q, k, v)
             if self.filter == "softmax":

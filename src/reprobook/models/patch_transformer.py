@@ -67,11 +67,14 @@ class PatchTransformer(nn.Module):
         mlp_ratio: MLP hidden width over d_model.
         attention_options: keyword arguments of :class:`GraphFilterAttention` for every block, or
             a list with one dict per block.
+        pos_std: standard deviation of the initial position embeddings (DeiT: 0.02). On tiny
+            images a larger value helps: with near-equal positions, near-uniform early attention
+            averages the patches into a summary that has lost where each stroke was.
     """
 
     def __init__(self, image_size: int = 8, patch: int = 2, n_classes: int = 10, d_model: int = 48,
                  n_layers: int = 4, n_heads: int = 4, mlp_ratio: float = 2.0,
-                 attention_options: dict | list | None = None):
+                 attention_options: dict | list | None = None, pos_std: float = 0.02):
         super().__init__()
         for name, x in (("image_size", image_size), ("patch", patch), ("n_classes", n_classes),
                         ("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads)):
@@ -81,6 +84,8 @@ class PatchTransformer(nn.Module):
             raise ValueError(f"patch={patch} must divide image_size={image_size}")
         if not mlp_ratio > 0:
             raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio!r}")
+        if not pos_std >= 0:
+            raise ValueError(f"pos_std must be non-negative, got {pos_std!r}")
         opts = attention_options if attention_options is not None else {}
         opts = list(opts) if isinstance(opts, (list, tuple)) else [dict(opts)] * n_layers
         if len(opts) != n_layers or not all(isinstance(o, dict) for o in opts):
@@ -91,7 +96,7 @@ class PatchTransformer(nn.Module):
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model))
         self.pos = nn.Parameter(torch.zeros(1, self.n_tokens, d_model))
         nn.init.normal_(self.cls, std=0.02)
-        nn.init.normal_(self.pos, std=0.02)
+        nn.init.normal_(self.pos, std=pos_std)
         hidden = max(1, round(mlp_ratio * d_model))
         self.blocks = nn.ModuleList(_Block(d_model, n_heads, hidden, o) for o in opts)
         self.norm = nn.LayerNorm(d_model)
