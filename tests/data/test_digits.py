@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from reprobook import rng
-from reprobook.data.digits import N_DIGITS, N_PIXELS, digits_features, load_digits_arrays, one_hot
+from reprobook.data.digits import (N_DIGITS, N_PIXELS, digits_arrays, digits_features,
+                                   load_digits_arrays, one_hot)
 
 
 def small_pixels():
@@ -48,3 +49,14 @@ def test_bad_input():
         digits_features(0, pixels=pix, labels=lab)
     with pytest.raises(ValueError, match="lie in"):
         one_hot(np.array([0, 10]), 10)
+
+
+def test_digits_arrays_checks_what_a_split_is_given():
+    px, lab = digits_arrays(rng(0, 0), np.ones((5, 4), dtype=np.int32), np.arange(5))
+    assert px.dtype == np.float64 and px.shape == (5, 4) and lab.tolist() == list(range(5))
+    with pytest.raises(TypeError, match="numpy Generator"):
+        digits_arrays(0)
+    with pytest.raises(ValueError, match="together"):
+        digits_arrays(rng(0, 0), pixels=np.ones((5, 4)))
+    with pytest.raises(ValueError, match=r"\(n, d\)"):
+        digits_arrays(rng(0, 0), np.ones((5, 4)), np.arange(4))

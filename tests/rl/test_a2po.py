@@ -3,17 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from reprobook.threads import single_threaded_torch
-
 from reprobook.rl.a2po import CVAE, advantage_condition, train_a2po
 from reprobook.rl.offline_baselines import OfflineConfig, TwinQV
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny batched products: a second torch thread only adds synchronisation (10x slower here)
-    with single_threaded_torch():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _gen(s=0):

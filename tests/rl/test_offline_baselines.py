@@ -3,18 +3,11 @@ import numpy as np
 import pytest
 import torch
 
-from reprobook.threads import single_threaded_torch
+from reprobook.rl.offline_baselines import (EnsembleMLP, OfflineConfig, TwinQV, actor_critic_setup,
+                                            awbc_weights, critic_loss, sample_batch, soft_update,
+                                            train_awbc, train_bc, train_td3bc)
 
-from reprobook.rl.offline_baselines import (EnsembleMLP, OfflineConfig, TwinQV, awbc_weights,
-                                            critic_loss, sample_batch, soft_update, train_awbc,
-                                            train_bc, train_td3bc)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny batched products: a second torch thread only adds synchronisation (10x slower here)
-    with single_threaded_torch():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _gen(s=0):
@@ -117,3 +110,15 @@ def test_bc_averages_the_modes_while_awbc_and_td3bc_move_to_the_good_one():
     td, _ = train_td3bc(d, cfg, _gen())
     with torch.no_grad():
         assert (aw(s) > 0.5).all() and (td(s) > 0.2).all()
+
+
+def test_actor_critic_setup_freezes_independent_targets():
+    cfg = OfflineConfig()
+    actor, critic = EnsembleMLP(2, [3, 8, 1], _gen()), TwinQV(2, 3, 1, 8, 2, _gen(1))
+    actor_t, critic_t, (a_opt, _), (c_opt, _) = actor_critic_setup(actor, critic, cfg)
+    for net, tgt, opt in ((actor, actor_t, a_opt), (critic, critic_t, c_opt)):
+        assert all(not p.requires_grad for p in tgt.parameters())
+        assert all(p.requires_grad for p in net.parameters())
+        for p, q in zip(net.parameters(), tgt.parameters()):
+            assert torch.equal(p, q) and p.data_ptr() != q.data_ptr()   # a copy, not a view
+        assert {id(p) for g in opt.param_groups for p in g["params"]} == {id(p) for p in net.parameters()}

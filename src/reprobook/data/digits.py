@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DigitsFeatures", "digits_features", "load_digits_arrays", "one_hot", "N_DIGITS",
-           "N_PIXELS"]
+__all__ = ["DigitsFeatures", "digits_features", "load_digits_arrays", "digits_arrays", "one_hot",
+           "N_DIGITS", "N_PIXELS"]
 
 N_DIGITS = 1797
 N_PIXELS = 64
@@ -49,6 +49,24 @@ def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
 
     data = load_digits()
     return np.asarray(data.data, dtype=np.float64), np.asarray(data.target, dtype=np.int64)
+
+
+def digits_arrays(rng, pixels: np.ndarray | None = None,
+                  labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The checked inputs of a split: ``rng`` must be a numpy Generator, and ``pixels``/``labels``
+    (the tests pass a small array; default scikit-learn's copy) an (n, d) float64 array and its
+    (n,) labels, given together or not at all."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy Generator (reprobook.rng(seed, stream))")
+    if (pixels is None) != (labels is None):
+        raise ValueError("pass pixels together with labels, or neither")
+    if pixels is None:
+        pixels, labels = load_digits_arrays()
+    pixels, labels = np.asarray(pixels, dtype=np.float64), np.asarray(labels)
+    if pixels.ndim != 2 or labels.shape != (pixels.shape[0],):
+        raise ValueError(f"pixels must be (n, d) and labels (n,), got {pixels.shape} and "
+                         f"{labels.shape}")
+    return pixels, labels
 
 
 def one_hot(labels: np.ndarray, classes: int) -> np.ndarray:

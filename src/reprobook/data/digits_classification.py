@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .digits import load_digits_arrays
+from .digits import digits_arrays
 from .noisy_labels import symmetric_label_noise
 
 __all__ = ["DigitsSplit", "digits_split"]
@@ -37,16 +37,7 @@ def digits_split(rng: np.random.Generator, *, n_test: int = 400, n_val: int = 20
 
     ``pixels`` and ``labels`` replace scikit-learn's copy (the tests pass a small array).
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError("rng must be a numpy Generator (reprobook.rng(seed, stream))")
-    if (pixels is None) != (labels is None):
-        raise ValueError("pass pixels together with labels, or neither")
-    if pixels is None:
-        pixels, labels = load_digits_arrays()
-    pixels, labels = np.asarray(pixels, dtype=np.float64), np.asarray(labels)
-    if pixels.ndim != 2 or labels.shape != (pixels.shape[0],):
-        raise ValueError(f"pixels must be (n, d) and labels (n,), got {pixels.shape} and "
-                         f"{labels.shape}")
+    pixels, labels = digits_arrays(rng, pixels, labels)
     for name, v in (("n_test", n_test), ("n_val", n_val)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")

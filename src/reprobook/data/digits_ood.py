@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .digits import load_digits_arrays
+from .digits import digits_arrays
 
 __all__ = ["DigitsOOD", "digits_ood_split", "photo_crops", "matched_noise", "PHOTOS"]
 
@@ -61,16 +61,7 @@ def digits_ood_split(rng: np.random.Generator, id_classes, val_ood_classes, test
     ``pixels``/``labels`` replace scikit-learn's copy (the tests pass a small array). The ID
     labels are re-indexed to ``0..len(id_classes)-1`` in the order given.
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError("rng must be a numpy Generator (reprobook.rng(seed, stream))")
-    if (pixels is None) != (labels is None):
-        raise ValueError("pass pixels together with labels, or neither")
-    if pixels is None:
-        pixels, labels = load_digits_arrays()
-    pixels, labels = np.asarray(pixels, dtype=np.float64), np.asarray(labels)
-    if pixels.ndim != 2 or labels.shape != (pixels.shape[0],):
-        raise ValueError(f"pixels must be (n, d) and labels (n,), got {pixels.shape} and "
-                         f"{labels.shape}")
+    pixels, labels = digits_arrays(rng, pixels, labels)
     ids, vo, to = (_classes("id_classes", id_classes), _classes("val_ood_classes", val_ood_classes),
                    _classes("test_ood_classes", test_ood_classes))
     if len(ids) < 2:

@@ -36,13 +36,11 @@ everywhere): a CVAE-constrained TD3+BC, the control for the disentangling claim.
 """
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
 from .offline_baselines import (EnsembleMLP, OfflineConfig, TwinQV, _adam, _check_data, _step,
-                                critic_loss, sample_batch, soft_update)
+                                actor_critic_setup, critic_loss, sample_batch, soft_update)
 
 __all__ = ["CVAE", "A2POAgent", "advantage_condition", "train_a2po"]
 
@@ -135,11 +133,7 @@ def train_a2po(data: dict, cfg: OfflineConfig, generator: torch.Generator,
     cvae = CVAE(E, ds, da, cfg.vae_hidden, generator)
     actor = _LatentActor(E, ds, cvae.latent_dim, cfg.hidden, cfg.actor_layers, generator)
     critic = TwinQV(E, ds, da, cfg.hidden, cfg.critic_layers, generator)
-    actor_t, critic_t = copy.deepcopy(actor), copy.deepcopy(critic)
-    for p in (*actor_t.parameters(), *critic_t.parameters()):
-        p.requires_grad_(False)
-    a_opt, a_sched = _adam(actor, cfg)
-    c_opt, c_sched = _adam(critic, cfg)
+    actor_t, critic_t, (a_opt, a_sched), (c_opt, c_sched) = actor_critic_setup(actor, critic, cfg)
     v_opt, v_sched = _adam(cvae, cfg)
 
     def cond(s, a):

@@ -43,7 +43,8 @@ import torch
 from torch import nn
 
 __all__ = ["OfflineConfig", "EnsembleMLP", "TwinQV", "DeterministicActor", "critic_loss",
-           "sample_batch", "soft_update", "train_bc", "train_td3bc", "train_awbc", "awbc_weights"]
+           "sample_batch", "soft_update", "actor_critic_setup", "train_bc", "train_td3bc", "train_awbc",
+           "awbc_weights"]
 
 
 @dataclass(frozen=True)
@@ -228,15 +229,21 @@ def train_bc(data: dict, cfg: OfflineConfig, generator: torch.Generator) -> Dete
     return actor.eval()
 
 
+def actor_critic_setup(actor: nn.Module, critic: nn.Module, cfg: OfflineConfig):
+    """Frozen target copies of ``actor`` and ``critic`` and one Adam (with its schedule) for each:
+    ``(actor_t, critic_t, (a_opt, a_sched), (c_opt, c_sched))``. Every actor-critic learner here
+    (TD3+BC, AW-BC, A2PO) starts from the same setup, so that they differ only in their losses."""
+    actor_t, critic_t = copy.deepcopy(actor), copy.deepcopy(critic)
+    for p in (*actor_t.parameters(), *critic_t.parameters()):
+        p.requires_grad_(False)
+    return actor_t, critic_t, _adam(actor, cfg), _adam(critic, cfg)
+
+
 def _actor_critic(data, cfg, generator, actor_loss_fn):
     E, N, ds, da = _check_data(data)
     actor = DeterministicActor(E, ds, da, cfg.hidden, cfg.actor_layers, generator)
     critic = TwinQV(E, ds, da, cfg.hidden, cfg.critic_layers, generator)
-    actor_t, critic_t = copy.deepcopy(actor), copy.deepcopy(critic)
-    for p in (*actor_t.parameters(), *critic_t.parameters()):
-        p.requires_grad_(False)
-    a_opt, a_sched = _adam(actor, cfg)
-    c_opt, c_sched = _adam(critic, cfg)
+    actor_t, critic_t, (a_opt, a_sched), (c_opt, c_sched) = actor_critic_setup(actor, critic, cfg)
     for it in range(1, cfg.steps + 1):
         b = sample_batch(data, cfg.batch_size, generator)
         with torch.no_grad():
