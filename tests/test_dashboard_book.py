@@ -39,7 +39,8 @@ def fake_published(root, slug="h-pmd", part="rl", claims=None):
     led = {"claims": claims or [claim(verdict="not reproduced", control_verdict="reproduced")],
            "git_commit": "def", "device": "cpu", "peak_memory_mb": 10.0, "modules": ["claims.py"],
            "parameters": {"n": 3}}
-    return publish(find(slug), "cpu", led, {"finished": "2026-12-01T00:00:00", "wall_time_s": 99})
+    return publish(find(slug), "cpu", led, {"finished": "2026-12-01T00:00:00", "wall_time_s": 99,
+                                            "cpu_time_s": 87.5, "load_average": [1.25, 2.0]})
 
 
 def test_dashboard_shows_matrix_smoke_and_published_cpu_controls_and_gaps(tiny_book):
@@ -61,7 +62,8 @@ def test_dashboard_shows_matrix_smoke_and_published_cpu_controls_and_gaps(tiny_b
     assert "`swap`" in row
     assert "| h-pmd | `lfa` | linear FA | not built yet |" in md  # the gaps table
     assert "boom" in md
-    assert "| h-pmd | smoke | 3.21 | 321 | cpu |" in md
+    assert "| h-pmd | smoke | 3.21 | — | — | 321 | cpu |" in md   # a run from before CPU time was kept
+    assert "| h-pmd | cpu | 99 | 87.5 | 1.2 → 2.0 | 10 | cpu |" in md
     assert "2 of 76 chapters written" in md
     t = book_totals()
     assert t["profiles"]["cpu"]["claims"] == {"not reproduced": 1}
@@ -106,6 +108,7 @@ def test_stage_book_uses_executed_notebooks_shows_published_and_vendors_assets(t
     at = next(i for i, x in enumerate(srcs) if x.startswith("# NBVAL_CHECK_OUTPUT"))
     assert srcs[at + 1].startswith("### The faithful run: `cpu`, as published")
     assert "Published ledger" in srcs[at + 1] and "baseline in its place" in srcs[at + 1]
+    assert "99 s, 88 s of CPU at load 2.0 on cpu" in srcs[at + 1]
     unrun = (stage / "notebooks/optimization/clipped-sgd.ipynb").read_text()
     assert "has not been run" in unrun
     assert "{glue" not in unrun and "*(not run)*" in unrun  # no run glued the prose's numbers

@@ -270,3 +270,16 @@ def test_a_volatile_claim_may_expect_several_verdicts_and_no_other_claim_may():
     out.expected["exact"] = both
     assert _mismatches(out) == [f"exact: the sidecar allows several verdicts {both!r}, but only "
                                 "a volatile (timing) claim may have more than one"]
+
+
+def test_the_kernels_cpu_time_and_the_load_are_recorded_and_published(tiny_book):
+    # the kernel burns at least 1.5 s of its own CPU time: the record must count it (a lower bound,
+    # whatever the machine's load), not only the executor's
+    burn = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass\n")
+    make_chapter(tiny_book, "clipped-sgd", body=burn + GOOD_BODY)
+    assert main(["run", "clipped-sgd", "--profile", "cpu", "--publish"]) == 0
+    rec = record(tiny_book, "optimization", "clipped-sgd", "cpu")
+    assert rec["cpu_time_s"] >= 1.5
+    assert len(rec["load_average"]) == 2 and all(v >= 0 for v in rec["load_average"])
+    pub = json.loads((tiny_book / "results/cpu/optimization/clipped-sgd.json").read_text())
+    assert pub["cpu_time_s"] == rec["cpu_time_s"] and pub["load_average"] == rec["load_average"]

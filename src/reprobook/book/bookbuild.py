@@ -56,6 +56,14 @@ def _not_run_note(nb_text: str, profile: str) -> str:
     return json.dumps(nb)
 
 
+def _cpu_note(d: dict) -> str:
+    """", 120 s of CPU at load 1.2" for a published run that recorded them, else nothing."""
+    if d.get("cpu_time_s") is None:
+        return ""
+    load = d.get("load_average") or []
+    return f", {d['cpu_time_s']:.0f} s of CPU" + (f" at load {max(load):.1f}" if load else "")
+
+
 def _published_cell(pub, profile: str) -> dict:
     """A markdown cell with a chapter's published ledger (e.g. the cpu run, in the smoke book)."""
     d = pub.data
@@ -63,7 +71,8 @@ def _published_cell(pub, profile: str) -> dict:
              f"This page executed the chapter at the quick `smoke` profile. The table below is the "
              f"`{profile}` run published in `results/{profile}/{d['part']}/{d['chapter']}.json` on "
              f"{(d.get('published') or '?')[:10]} (commit `{d.get('git_commit', '?')}`, "
-             f"{d.get('wall_time_s') or 0:.0f} s on {html.escape(str(d.get('device', '?')))}).", ""]
+             f"{d.get('wall_time_s') or 0:.0f} s{_cpu_note(d)} on "
+             f"{html.escape(str(d.get('device', '?')))}).", ""]
     if pub.stale:
         lines += ["```{warning}", "This published result is **stale**: " + "; ".join(pub.stale) +
                   f" since it was published. Re-run `reprobook run {d['chapter']} --profile "

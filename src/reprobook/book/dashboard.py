@@ -37,6 +37,8 @@ class Column:
     date: str = ""
     commit: str = ""
     wall_time_s: float | None = None
+    cpu_time_s: float | None = None
+    load_average: list | None = None
     peak_memory_mb: float | None = None
     device: str = ""
     source: str = ""            # "runs/smoke" or "results/cpu (published)"
@@ -54,7 +56,8 @@ def _from_runs(root: Path, ch: Chapter, profile: str) -> Column | None:
         return None
     rec = json.loads(rec_path.read_text())
     col = Column(profile, date=(rec.get("finished") or "")[:10], source=f"runs/{profile}",
-                 wall_time_s=rec.get("wall_time_s"))
+                 wall_time_s=rec.get("wall_time_s"), cpu_time_s=rec.get("cpu_time_s"),
+                 load_average=rec.get("load_average"))
     if rec.get("status") not in ("ok", "cached"):
         col.status, col.error = "failed", (rec.get("error") or "")[:300]
         return col
@@ -74,6 +77,7 @@ def _from_published(root: Path, ch: Chapter, profile: str) -> Column | None:
     d = pub.data
     return Column(profile, claims=d["claims"], date=(d.get("published") or "")[:10],
                   commit=d.get("git_commit", ""), wall_time_s=d.get("wall_time_s"),
+                  cpu_time_s=d.get("cpu_time_s"), load_average=d.get("load_average"),
                   peak_memory_mb=d.get("peak_memory_mb"), device=d.get("device", ""),
                   source=f"results/{profile} (published)", stale=pub.stale)
 
@@ -304,13 +308,20 @@ def render_dashboard(root: Path | None = None) -> str:
     out += (["| chapter | claim | statement | why not yet |", "|---|---|---|---|"] + gaps
             if gaps else ["None."])
     # ---- cost
-    out += ["", "## Cost", "", "Wall time of the whole notebook and peak resident memory of its "
-            "kernel, as measured by the run that produced the ledger.", "",
-            "| chapter | profile | wall time (s) | peak memory (MB) | device | date | commit |",
-            "|---|---|---|---|---|---|---|"]
+    out += ["", "## Cost", "", "Wall time of the whole notebook, the CPU time of its executor and "
+            "kernel, the machine's 1-minute load average at the start and the end of the run, and "
+            "the kernel's peak resident memory, as measured by the run that produced the ledger. On "
+            "a shared machine wall time grows with the load; CPU time much less (runs from before "
+            "CPU time was recorded show a dash).", "",
+            "| chapter | profile | wall time (s) | CPU time (s) | load | peak memory (MB) | device "
+            "| date | commit |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for (slug, profile), col in sorted(results.items()):
         if col.status == "ok":
-            out.append(f"| {slug} | {profile} | {fmt(col.wall_time_s or 0)} | "
+            cpu = fmt(col.cpu_time_s) if col.cpu_time_s is not None else "—"
+            load = ("—" if not col.load_average else
+                    " → ".join(f"{v:.1f}" for v in col.load_average))
+            out.append(f"| {slug} | {profile} | {fmt(col.wall_time_s or 0)} | {cpu} | {load} | "
                        f"{fmt(col.peak_memory_mb or 0)} | {_cell(col.device)} | {col.date} | "
                        f"`{col.commit}` |")
     return "\n".join(out) + "\n"

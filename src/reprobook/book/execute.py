@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import sys
 import threading
@@ -86,11 +87,22 @@ def failed_cell(nb_path: Path) -> dict | None:
     return None
 
 
+def cpu_seconds() -> float:
+    """User plus system CPU time of this process and of its children that have ended (the
+    kernel, once papermill has shut it down and reaped it)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run_spec(spec: dict) -> dict:
+    """Run the notebook; the result holds the status, the failing cell, the wall time, the CPU
+    time (executor and kernel) and the 1-minute load average at the start and the end. Wall time
+    on a shared machine grows with its load; CPU time much less, so the two together say how
+    long the chapter takes on a quiet one."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    t0 = time.perf_counter()
+    t0, c0, load0 = time.perf_counter(), cpu_seconds(), os.getloadavg()[0]
     out = Path(spec["output"])
     result = {"status": "ok", "error": None, "cell": None}
     try:
@@ -107,6 +119,8 @@ def run_spec(spec: dict) -> dict:
         if status == "error" and result["cell"] is None:
             result["traceback"] = traceback.format_exc()[-4000:]
     result["wall_time_s"] = round(time.perf_counter() - t0, 3)
+    result["cpu_time_s"] = round(cpu_seconds() - c0, 3)
+    result["load_average"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     return result
 
 

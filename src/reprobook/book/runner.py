@@ -70,6 +70,8 @@ class Outcome:
     error: str | None = None
     cell: dict | None = None
     wall_time_s: float | None = None
+    cpu_time_s: float | None = None          # executor + kernel CPU time (see execute.run_spec)
+    load_average: list | None = None         # the machine's 1-minute load at start and end
     peak_memory_mb: float | None = None
     verdicts: dict = field(default_factory=dict)
     volatile: list = field(default_factory=list)   # ids of claims whose numbers are timings
@@ -236,6 +238,7 @@ def _finish(job: "_Job", profile: str, payload: dict, where: str, root: Path) ->
     res = payload["result"]
     out = Outcome(slug=chapter.slug, part=chapter.part, profile=profile, status=res["status"],
                   error=res.get("error"), cell=res.get("cell"), wall_time_s=res.get("wall_time_s"),
+                  cpu_time_s=res.get("cpu_time_s"), load_average=res.get("load_average"),
                   expected=dict(chapter.expected) if profile == SMOKE else {}, where=where,
                   finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), parameters=job.parameters)
     if out.status == "ok" and not payload.get("ledger"):
