@@ -83,3 +83,11 @@ def test_toc_gives_a_plain_nav_title_when_the_heading_has_tex(tiny_book):
     assert {"file": "notebooks/rl/h-pmd",
             "title": 'Mirror descent with lookahead (h-PMD): "quoted"'} in sections
     assert {"file": "notebooks/optimization/clipped-sgd"} in sections  # no TeX: no override
+
+
+def test_list_summarises_a_sidecar_that_allows_several_verdicts():
+    from reprobook.book.cli import _verdict_summary
+
+    got = _verdict_summary({"a": "reproduced", "b": ["reproduced", "inconclusive at this scale"],
+                            "c": "reproduced"})
+    assert got == "2 reproduced, 1 reproduced or inconclusive at this scale"

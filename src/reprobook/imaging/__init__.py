@@ -1,0 +1,1 @@
+"""Imaging inverse problems: forward operators and data-consistency solvers."""
