@@ -22,16 +22,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+# the one check of a batch of strings, shared with the MiniLM encoder these baselines stand beside
+from .minilm import _texts
+
 __all__ = ["tfidf_embed", "random_embed", "oracle_embed", "cosines"]
-
-
-def _texts(texts) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of strings, not one string")
-    texts = list(texts)
-    if not texts or not all(isinstance(t, str) for t in texts):
-        raise ValueError("texts must be a non-empty sequence of strings")
-    return texts
 
 
 def tfidf_embed(texts: Sequence[str], ngrams: int = 1) -> np.ndarray:
