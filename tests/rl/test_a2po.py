@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 import torch
 
+from rl.offline_helpers import one_step_data
+
 from reprobook.rl.a2po import CVAE, advantage_condition, train_a2po
 from reprobook.rl.offline_baselines import OfflineConfig, TwinQV
 
@@ -49,9 +51,7 @@ def _bimodal(E=2, N=1024, seed=0):
     plus = g.random((E, N, 1)) < 0.5
     a = np.where(plus, 0.8, -0.8)
     good = plus == (s[..., :1] > 0)
-    t = lambda x: torch.tensor(x, dtype=torch.float32)
-    return dict(obs=t(s), actions=t(a), rewards=t(np.where(good, 1.0, -3.0)), next_obs=t(s),
-                not_done=torch.zeros(E, N, 1))
+    return one_step_data(s, a, np.where(good, 1.0, -3.0))
 
 
 def test_decoding_at_plus_and_minus_one_separates_the_modes_and_ablation_does_not():

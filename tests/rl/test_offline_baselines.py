@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 import torch
 
+from rl.offline_helpers import one_step_data
+
 from reprobook.rl.offline_baselines import (EnsembleMLP, OfflineConfig, TwinQV, actor_critic_setup,
                                             awbc_weights, critic_loss, sample_batch, soft_update,
                                             train_awbc, train_bc, train_td3bc)
@@ -93,9 +95,7 @@ def _bimodal(E=2, N=512, seed=0):
     s = g.uniform(-1, 1, (E, N, 2))
     good = g.random((E, N, 1)) < 0.5
     a = np.where(good, 0.8, -0.8)
-    t = lambda x: torch.tensor(x, dtype=torch.float32)
-    return dict(obs=t(s), actions=t(a), rewards=t(np.where(good, 1.0, -1.0)), next_obs=t(s),
-                not_done=torch.zeros(E, N, 1))
+    return one_step_data(s, a, np.where(good, 1.0, -1.0))
 
 
 def test_bc_averages_the_modes_while_awbc_and_td3bc_move_to_the_good_one():
