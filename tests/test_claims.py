@@ -277,3 +277,30 @@ def test_volatile_digits_are_masked_for_nbval_and_nothing_else():
     assert run(2.0, 1e-9) == run(2.0, 1e-9, (1.2, 1.8))  # its control's verdict moved: equal
     assert run(2.0, 1e-9) != run(2.0, 2e-9)          # another number moved: caught
     assert "(varies)" in run(2.0, 1e-9)[0] and "«(varies)»" in run(2.0, 1e-9)[1]
+
+
+def test_a_timing_whose_control_does_not_separate_is_not_judged(tmp_path):
+    """A volatile claim's control that lands on the claim's own verdict (a loaded machine) leaves the
+    claim inconclusive, with the reason and the criterion's own verdict, instead of failing the run;
+    a control that separates leaves the verdict alone, and a non-volatile claim is still refused."""
+    def run(control, volatile=True):
+        led = ledger()
+        led.claim("speedup", "s", source="p", criterion=at_least(1.5), threshold="notes",
+                  volatile=volatile)
+        assert led.record("speedup", est(2.0, 3.0)) == REPRODUCED
+        led.control("speedup", "c1", est(*control), what="chunk size 1")
+        return led
+
+    led = run((1.6, 1.9))
+    assert led.verdicts() == {"speedup": INCONCLUSIVE}
+    c = led.to_json()["claims"][0]
+    assert c["unseparated"] and c["measured_verdict"] == REPRODUCED and "not judged" in c["why"]
+    assert led.problems() == []
+    led.save(tmp_path / "l.json")  # no LedgerError
+    assert json.loads((tmp_path / "l.json").read_text())["claims"][0]["verdict"] == INCONCLUSIVE
+    assert "not judged" in repr(led)
+
+    assert run((0.5, 0.9)).verdicts() == {"speedup": REPRODUCED}   # separated: judged
+    assert "unseparated" not in run((0.5, 0.9)).to_json()["claims"][0]
+    with pytest.raises(LedgerError, match="none of its 1 control"):
+        run((1.6, 1.9), volatile=False).save(tmp_path / "m.json")

@@ -20,6 +20,12 @@ swapped in, the key component removed) or, for a claim that fails, a positive co
 planted), judged by the claim's own criterion. At least one control's verdict must differ from the
 claim's, or the chapter says why no control is possible (:meth:`Ledger.no_control`). A check that
 cannot fail proves nothing; :meth:`Ledger.save` and the runner refuse a ledger that breaks this rule.
+
+A ``volatile`` claim (a timing) is the one exception to refusing: whether its control separates
+from it is itself a measurement, which a loaded machine can spoil. When none of its controls
+reaches a different verdict in a run, that run could not tell the method from the broken one, so
+the claim is *not judged*: its verdict becomes ``inconclusive at this scale``, the ledger says why
+(``unseparated``), and the verdict the criterion gave is kept as ``measured_verdict``.
 """
 from __future__ import annotations
 
@@ -48,6 +54,10 @@ INCONCLUSIVE = "inconclusive at this scale"
 NOT_TESTABLE = "not testable offline"
 NOT_IMPLEMENTED = "not implemented"
 NOT_RECORDED = "not recorded"
+#: Why a volatile claim whose controls did not separate from it in this run is not judged.
+UNSEPARATED = ("not judged in this run: no control reached a different verdict, so this timing could "
+               "not tell the method from the broken one on this machine (the criterion alone gave "
+               "'{measured}')")
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE, NOT_IMPLEMENTED, NOT_RECORDED)
 #: Verdicts computed from a measurement (and so owing a control that flips).
 JUDGED = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
@@ -236,8 +246,19 @@ class Claim:
     no_control: str = ""
 
     @property
+    def unseparated(self) -> bool:
+        """A volatile claim none of whose controls reached a different verdict on its own
+        evidence in this run (see the module's docstring): it is then not judged."""
+        return (self.volatile and not self.declared and not self.no_control
+                and bool(self.controls) and self.result.verdict in (REPRODUCED, NOT_REPRODUCED)
+                and not any(k.verdict != self.result.verdict and not k.result.why
+                            for k in self.controls))
+
+    @property
     def verdict(self) -> str:
-        return self.declared or self.result.verdict
+        if self.declared:
+            return self.declared
+        return INCONCLUSIVE if self.unseparated else self.result.verdict
 
     @property
     def value(self):
@@ -254,6 +275,8 @@ class Claim:
             "threshold": self.threshold, "departure": self.departure, "exact": self.exact,
             "volatile": self.volatile,
             **self.result.to_json(), "verdict": self.verdict,
+            **({"why": UNSEPARATED.format(measured=self.result.verdict), "unseparated": True,
+                "measured_verdict": self.result.verdict} if self.unseparated else {}),
             "detail": self.detail, "reason": self.reason,
             "controls": [c.to_json() for c in self.controls], "no_control": self.no_control,
         }
@@ -265,14 +288,16 @@ def rule_problems(claims: list[dict]) -> list[str]:
     Every judged claim must have a control whose verdict differs from its own, or a recorded
     reason why no control is possible; a declared claim must be recorded. A control counts only if
     its verdict comes from the criterion: one that is inconclusive because of too few replicates or
-    a degenerate interval (a broken method that ties the baseline exactly) does not.
+    a degenerate interval (a broken method that ties the baseline exactly) does not. A volatile
+    claim left unjudged because its controls did not separate in this run (``unseparated``) owes
+    nothing more: it is already inconclusive, and says why.
     """
     out = []
     for c in claims:
         v = c.get("verdict")
         if v == NOT_RECORDED:
             out.append(f"claim {c['id']!r} was declared but never recorded")
-        elif v in JUDGED and not c.get("no_control"):
+        elif v in JUDGED and not c.get("no_control") and not c.get("unseparated"):
             controls = c.get("controls") or []
             # a control flips only on its own evidence: one made inconclusive by too few
             # replicates or a degenerate interval (an exact tie, say) shows nothing
@@ -455,7 +480,8 @@ class Ledger:
         c = self._judged(id)
         c.result = measure(c.criterion, c.exact, f"value of claim {id!r}", result)
         c.detail = detail
-        self._glue(id, c.result)
+        # a volatile claim's verdict may still change with its controls: glued by save()
+        self._glue(id, c.result, verdict=not c.volatile)
         return c.verdict
 
     def control(self, id: str, name: str, result: Any, *, what: str, kind: str = "broken",
@@ -497,11 +523,12 @@ class Ledger:
         return rule_problems([c.to_json() for c in self.claims.values()])
 
     @staticmethod
-    def _glue(key: str, m: Measurement) -> None:
+    def _glue(key: str, m: Measurement, verdict: bool = True) -> None:
         from .glue import glue
 
         glue(f"{key}.value", m.value)
-        glue(f"{key}.verdict", m.verdict)
+        if verdict:
+            glue(f"{key}.verdict", m.verdict)
         if m.estimate is not None:
             glue(f"{key}.low", m.estimate.low)
             glue(f"{key}.high", m.estimate.high)
@@ -527,6 +554,11 @@ class Ledger:
         (``$REPROBOOK_LEDGER``); when run by hand with no such request, write nothing.
 
         Raises :class:`LedgerError` (after writing) when the ledger breaks a rule of the book."""
+        from .glue import glue
+
+        for c in self.claims.values():  # settled now that every control is in (see record)
+            if c.volatile and not c.declared and c.result.verdict != NOT_RECORDED:
+                glue(f"{c.id}.verdict", c.verdict)
         path = path or os.environ.get(LEDGER_PATH_ENV)
         written = None
         if path:
