@@ -1,6 +1,6 @@
 r"""TADPoLe's reward: dense, zero-shot rewards from a frozen text-conditioned diffusion model.
 
-TADPoLe (Luo, Mishra, Du & Jain, NeurIPS 2024) scores a rendered frame :math:`x_0` against a
+TADPoLe (Luo, He, Zeng & Sun, NeurIPS 2024) scores a rendered frame :math:`x_0` against a
 prompt :math:`c` with a frozen :math:`\varepsilon`-prediction diffusion model. At a noise step
 :math:`k` (one per episode, drawn from a window of the schedule) and with fresh noise
 :math:`\varepsilon\sim\mathcal N(0,I)` for the frame,

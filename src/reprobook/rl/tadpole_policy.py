@@ -84,7 +84,7 @@ def rollout(env: PointBlob, policies: GaussianPolicies, n: int, generator: torch
     for t in range(T):
         mu = policies.mean(GaussianPolicies.features(p, e, t, T))
         if deterministic:
-            a, lp = mu, torch.zeros(mu.shape[:-1])
+            a, lp = mu.detach(), torch.zeros(mu.shape[:-1])
         else:
             a = (mu + std * torch.randn(mu.shape, generator=generator)).detach()
             lp = torch.distributions.Normal(mu, std).log_prob(a).sum(-1)
