@@ -134,6 +134,16 @@ def tight_frame(s_dim: int, n_dim: int, rng: np.random.Generator) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- the circuit
+def _solve(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``h^{-1} v`` for stacks of symmetric positive-definite ``h``; 2 x 2 in closed form (the
+    response solver's inner loop is dominated by call overhead, not arithmetic)."""
+    if h.shape[-1] != 2:
+        return np.linalg.solve(h, v[..., None])[..., 0]
+    h00, h01, h11 = h[..., 0, 0], h[..., 0, 1], h[..., 1, 1]
+    det = h00 * h11 - h01 * h01
+    return np.stack([h11 * v[..., 0] - h01 * v[..., 1], h00 * v[..., 1] - h01 * v[..., 0]], -1) / det[..., None]
+
+
 def _flag(flag, batch: tuple) -> np.ndarray:
     """A per-circuit switch as a boolean array broadcastable to the parameters' batch shape."""
     f = np.asarray(flag, dtype=bool)
@@ -247,7 +257,7 @@ class InterneuronCircuit:
         Jacobian ``ds/dr`` of the input-response map."""
         theta, coef = _coef or self._coef()
         d = self.g[..., None, :] * activation_slope(self._z(r), theta, coef)
-        return np.einsum("...ik,...nk,...jk->...nij", self.W, d, self.W)
+        return (self.W[..., None, :, :] * d[..., None, :]) @ np.swapaxes(self.W, -1, -2)[..., None, :, :]
 
     def jacobian(self, r) -> np.ndarray:
         """``dr/ds = (W diag(g f') W^T)^{-1}`` at each response (*B, n, s_dim, s_dim)."""
@@ -271,27 +281,47 @@ class InterneuronCircuit:
         if np.any(np.linalg.eigvalsh(gram)[..., 0] <= 1e-12):
             raise np.linalg.LinAlgError("the interneurons with positive gain do not span the "
                                         "response space: the circuit cannot invert")
-        cf = self._coef()
+        # Everything below is written in z = W^T r and one power |z|^(theta - 1) per iterate:
+        # f = z (a + b |z|^(theta-1)), f' = a + b theta |z|^(theta-1),
+        # F = z^2 (a/2 + b |z|^(theta-1) / (theta+1)); a trial point's z is z - t (step W), and an
+        # accepted trial's z and power are the next iterate's (the loop is overhead-bound).
+        theta = self.theta[..., None, :]
+        a, b = shape_coefficients(theta)
+        g = self.g[..., None, :]
         Wt = np.swapaxes(self.W, -1, -2)
+
+        def power(z):
+            return np.abs(z) ** (theta - 1)
+
+        def objective(r, z, pw):
+            return (g * z**2 * (0.5 * a + b * pw / (theta + 1))).sum(-1) - (r * s).sum(-1)
+
         r = s.copy()
+        z = r @ self.W
+        pw = power(z)
+        f0 = objective(r, z, pw)
         scale = 1.0 + np.abs(s).max(axis=-1)
         for _ in range(self.newton_max_iter):
-            grad = self.interneuron_output(r, cf) @ Wt - s
+            grad = (g * z * (a + b * pw)) @ Wt - s
             if not np.any(np.linalg.norm(grad, axis=-1) > self.newton_tol * scale):
                 break
-            step = np.linalg.solve(self.hessian(r, cf), grad[..., None])[..., 0]
-            f0 = self._objective(r, s, cf)
+            hess = (self.W[..., None, :, :] * (g * (a + b * theta * pw))[..., None, :]) @ Wt[..., None, :, :]
+            step = _solve(hess, grad)
+            dz = step @ self.W
             # Armijo test, with slack at the objective's rounding level: close to the solution
             # the decrease is below float precision and a full Newton step must be accepted
             slack = 1e-12 * (1.0 + np.abs(f0))
             decrease = 1e-4 * (grad * step).sum(-1)
             t = np.ones(f0.shape)
             for _ in range(40):
-                worse = self._objective(r - t[..., None] * step, s, cf) > f0 - t * decrease + slack
+                rt, zt = r - t[..., None] * step, z - t[..., None] * dz
+                pwt = power(zt)
+                ft = objective(rt, zt, pwt)
+                worse = ft > f0 - t * decrease + slack
                 if not worse.any():
                     break
                 t = np.where(worse, 0.5 * t, t)
-            r = r - t[..., None] * step
+            r, z, pw, f0 = rt, zt, pwt, ft
         return r
 
     def step(self, batch, lr_g: float = 1e-2, lr_theta: float = 1e-2, lr_w: float = 1e-3) -> np.ndarray:

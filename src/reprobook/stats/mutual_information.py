@@ -45,7 +45,8 @@ def gaussian_mi(rho) -> np.ndarray | float:
 
 def _table_mi(ix: np.ndarray, iy: np.ndarray, correction: bool) -> float:
     n = len(ix)
-    _, joint = np.unique(np.stack([ix, iy]), axis=1, return_counts=True)
+    ix, iy = ix - ix.min(), iy - iy.min()
+    _, joint = np.unique(ix * (int(iy.max()) + 1) + iy, return_counts=True)   # one code per cell
     _, cx = np.unique(ix, return_counts=True)
     _, cy = np.unique(iy, return_counts=True)
 
