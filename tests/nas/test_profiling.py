@@ -8,8 +8,8 @@ from reprobook.nas.profiling import measure_latency
 def test_rounds_are_interleaved_in_shuffled_order():
     calls = []
     models = [lambda x, i=i: calls.append(i) for i in range(4)]
-    t = measure_latency(models, torch.zeros(1), rounds=5, rng=np.random.default_rng(0), warmup=1)
-    assert t.shape == (4, 5) and np.all(t >= 0)
+    t, c = measure_latency(models, torch.zeros(1), rounds=5, rng=np.random.default_rng(0), warmup=1)
+    assert t.shape == c.shape == (4, 5) and np.all(t >= 0) and np.all(c >= 0)
     timed = calls[4:]                                      # after one warm-up call each
     rounds = [timed[4 * r:4 * r + 4] for r in range(5)]
     assert all(sorted(r) == [0, 1, 2, 3] for r in rounds)
@@ -19,9 +19,9 @@ def test_rounds_are_interleaved_in_shuffled_order():
 def test_slower_model_measures_slower_and_errors_are_named():
     fast = torch.nn.Linear(4, 4)
     slow = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(8)])
-    t = measure_latency([lambda x: fast(x[:, :4]), slow], torch.zeros(64, 256), rounds=5,
-                        rng=np.random.default_rng(0))
-    assert np.median(t[1]) > np.median(t[0])
+    t, c = measure_latency([lambda x: fast(x[:, :4]), slow], torch.zeros(64, 256), rounds=5,
+                           rng=np.random.default_rng(0))
+    assert np.median(t[1]) > np.median(t[0]) and np.median(c[1]) > np.median(c[0])
     with pytest.raises(ValueError, match="rounds"):
         measure_latency([fast], torch.zeros(1, 4), rounds=0, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="non-empty"):

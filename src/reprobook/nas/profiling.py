@@ -7,6 +7,13 @@ to whichever model happened to be timed then, so the repeats of one model are cl
 draws of the machine's noise. The noise that remains is the point: it is what a latency surrogate
 must predict an interval for. Times are wall-clock (``time.perf_counter``) in milliseconds, of one
 forward pass under ``torch.inference_mode`` after ``warmup`` untimed passes of every model.
+
+Two clocks are read around every call: the wall clock (``time.perf_counter``: the latency a user
+waits for, including any time the operating system gives to other processes) and the calling
+thread's CPU clock (``time.thread_time``: the time the CPU spent on this forward pass, which leaves
+out the time the thread was descheduled). With torch limited to one thread, the forward pass runs
+in the calling thread, so the second is the compute cost of the model on this CPU; on a loaded,
+shared machine the first is dominated by scheduling.
 """
 from __future__ import annotations
 
@@ -19,9 +26,10 @@ __all__ = ["measure_latency"]
 
 
 def measure_latency(models, tokens: torch.Tensor, rounds: int, rng: np.random.Generator,
-                    warmup: int = 1, calls: int = 1) -> np.ndarray:
-    """``[n_models, rounds]`` wall times (ms) of ``model(tokens)``; each entry is the mean of
-    ``calls`` back-to-back calls (more calls average out timer resolution on fast models)."""
+                    warmup: int = 1, calls: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``(wall, cpu)``: two ``[n_models, rounds]`` arrays of times (ms) of ``model(tokens)`` by the
+    wall clock and by the thread's CPU clock; each entry is the mean of ``calls`` back-to-back
+    calls (more calls average out timer resolution on fast models)."""
     models = list(models)
     if not models:
         raise ValueError("models must be a non-empty list of callables")
@@ -30,15 +38,16 @@ def measure_latency(models, tokens: torch.Tensor, rounds: int, rng: np.random.Ge
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
-    out = np.empty((len(models), rounds))
+    wall, cpu = np.empty((len(models), rounds)), np.empty((len(models), rounds))
     with torch.inference_mode():
         for m in models:
             for _ in range(warmup):
                 m(tokens)
         for r in range(rounds):
             for i in rng.permutation(len(models)):
-                t0 = time.perf_counter()
+                c0, t0 = time.thread_time(), time.perf_counter()
                 for _ in range(calls):
                     models[i](tokens)
-                out[i, r] = (time.perf_counter() - t0) * 1e3 / calls
-    return out
+                wall[i, r] = (time.perf_counter() - t0) * 1e3 / calls
+                cpu[i, r] = (time.thread_time() - c0) * 1e3 / calls
+    return wall, cpu

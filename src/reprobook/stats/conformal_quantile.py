@@ -37,7 +37,7 @@ import math
 import numpy as np
 from scipy import stats
 from sklearn.ensemble import HistGradientBoostingRegressor
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 __all__ = ["QuantileGBM", "ConformalQuantileGBM", "HomoscedasticGBM", "conformal_correction",
            "coverage_by_group", "SURROGATES"]
@@ -57,8 +57,14 @@ def _xy(X, y=None):
     return X, y
 
 
+_CONTROLLER: list = []
+
+
 def _one_thread():
-    return threadpool_limits(limits=1, user_api="openmp")
+    # one controller for the process: building it scans every loaded library (milliseconds)
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="openmp")
 
 
 def _alpha(alpha):
@@ -116,8 +122,11 @@ class QuantileGBM(_Base):
         return np.minimum(lo, med), med, np.maximum(hi, med)
 
     def predict(self, X) -> np.ndarray:
-        """Point prediction (the conditional median)."""
-        return self._raw(X)[1]
+        """Point prediction (the conditional median; only that model is evaluated)."""
+        self._check_fitted()
+        X = _xy(X)
+        with _one_thread():
+            return self.models[1].predict(X)
 
     def predict_interval(self, X) -> tuple[np.ndarray, np.ndarray]:
         lo, _, hi = self._raw(X)
