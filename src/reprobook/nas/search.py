@@ -61,8 +61,8 @@ def nsga2_search(objective, space: GPTSpace, n_evals: int, *, pop_size: int = 20
     _budget(n_evals, pop_size)
     problem = _Logged(space, objective, n_obj)
     algo = NSGA2(pop_size=pop_size, sampling=IntegerRandomSampling(),
-                 crossover=SBX(prob=0.9, eta=15, vtype=float, repair=RoundingRepair()),
-                 mutation=PM(eta=20, vtype=float, repair=RoundingRepair()),
+                 crossover=SBX(prob=1.0, eta=3.0, vtype=float, repair=RoundingRepair()),
+                 mutation=PM(prob=1.0, eta=3.0, vtype=float, repair=RoundingRepair()),
                  eliminate_duplicates=True)
     minimize(problem, algo, ("n_evals", n_evals), seed=int(seed), verbose=False)
     F = np.concatenate(problem.F)[:n_evals]
