@@ -67,13 +67,11 @@ def test_search_joint_never_worse_on_its_block(setup):
     _, w, h0, mask, calib = setup
     wq = quantized_weights(w, 4, 64)
     grid = [1.0, 0.7, 0.4]
-    # a pair with a real dependence (FFN in -> FFN out of block 0), prefix layer-wise
-    lw_blocks = layerwise_blocks(36)
-    pair_blocks = [[i] for i in range(4)] + [[4, 5]] + [[i] for i in range(6, 36)]
-    c_lw, cost_lw, obj_lw = search_clips(wq, calib, lw_blocks, grid, 4)
-    c_pair, cost_pair, obj_pair = search_clips(wq, calib, pair_blocks, grid, 4)
-    assert cost_lw == 36 * 3 and cost_pair == 34 * 3 + 9
-    assert np.allclose(c_lw[:4], c_pair[:4])
+    # a pair with a real dependence (FFN in -> FFN out of block 0); only block 0 is searched
+    c_lw, cost_lw, obj_lw = search_clips(wq, calib, layerwise_blocks(6), grid, 4)
+    c_pair, cost_pair, obj_pair = search_clips(wq, calib, [[0], [1], [2], [3], [4, 5]], grid, 4)
+    assert cost_lw == 6 * 3 and cost_pair == 4 * 3 + 9
+    assert np.allclose(c_lw[:4], c_pair[:4]) and np.all(np.isnan(c_pair[6:]))
     # the pair's output error (FFN out) is at most the layer-wise choice's
     assert obj_pair[4] <= obj_lw[5] + 1e-12
     e = encode_quantized(wq, h0, mask, calib.ranges, c_pair, 4)
