@@ -76,8 +76,6 @@ def rollout_errors(model: torch.nn.Module, series: torch.Tensor, start: int, *, 
     stride = stride or horizon
     if horizon < 1 or stride < 1:
         raise ValueError(f"need horizon >= 1 and stride >= 1, got {horizon}, {stride}")
-    if start < 0 or start >= len(series) - horizon:
-        raise ValueError(f"no {horizon}-step window fits after index {start} in a series of {len(series)}")
     starts = torch.arange(start, len(series) - horizon, stride)
     if len(starts) == 0:
         raise ValueError(f"no {horizon}-step window fits after index {start} in a series of {len(series)}")
