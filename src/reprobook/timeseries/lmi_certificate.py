@@ -113,7 +113,9 @@ def lmi_margin(A0, As, Ws, eps: float, solver: str | None = None):
 
 def find_certificate(A0, As, Ws, eps_max: float = 10.0, iters: int = 12, safety: float = 0.9,
                      solver: str | None = None) -> Certificate:
-    """Search the largest rate ε in ``(0, eps_max]`` with a feasible LMI (bisection), then certify.
+    """Search the largest rate ε in ``[1e-6 eps_max, eps_max]`` with a feasible LMI, then certify.
+
+    The search bisects on a log scale.
 
     The certificate is taken at ``safety`` times the largest feasible rate found, so it has slack,
     and is accepted only if ``λ_max(𝓜) < 0`` holds in NumPy for the returned ``(P, Λ)``. When no
@@ -126,13 +128,18 @@ def find_certificate(A0, As, Ws, eps_max: float = 10.0, iters: int = 12, safety:
     if t0 >= 0:
         eig = float(np.linalg.eigvalsh(lure_matrix(P0, A0, As, Ws, l0, 0.0)).max())
         return Certificate(False, 0.0, t0, eig, P0, l0)
-    lo, hi = 0.0, eps_max
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        if lmi_margin(A0, As, Ws, mid, solver)[0] < 0:
-            lo = mid
-        else:
-            hi = mid
+    # bisect on a log scale between eps_max 1e-6 and eps_max: certified rates of random systems
+    # span decades, and a linear bisection from eps_max cannot resolve a small one
+    lo, hi = eps_max * 1e-6, eps_max
+    if lmi_margin(A0, As, Ws, lo, solver)[0] >= 0:
+        lo = 0.0
+    else:
+        for _ in range(iters):
+            mid = float(np.sqrt(lo * hi))
+            if lmi_margin(A0, As, Ws, mid, solver)[0] < 0:
+                lo = mid
+            else:
+                hi = mid
     eps = safety * lo if lo > 0 else 0.0
     t, P, lams = lmi_margin(A0, As, Ws, eps, solver)
     eig = float(np.linalg.eigvalsh(lure_matrix(P, A0, As, Ws, lams, eps)).max())
