@@ -97,6 +97,44 @@ def test_an_edit_to_an_unrelated_module_keeps_a_chapter_cached(tiny_book, tmp_pa
     assert record(tiny_book, "optimization", "clipped-sgd")["finished"] != first["finished"]
 
 
+def test_a_file_edited_while_a_chapter_runs_leaves_its_result_stale(tiny_book, tmp_path, monkeypatch):
+    """The key records the notebook and the package as the run found them: an edit made during the
+    run (a notebook cell, an imported module) is not credited to it, so the next run redoes it."""
+    import shutil
+
+    import reprobook.book.runner as runner
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(runner.PACKAGE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runner, "PACKAGE_DIR", pkg)
+    make_chapter(tiny_book, "clipped-sgd")
+    real = runner.execute_payload
+    nb = tiny_book / "notebooks" / "optimization" / "clipped-sgd.ipynb"
+
+    def edit_during(what):
+        def run(*a, **k):
+            out = real(*a, **k)
+            if what == "notebook":
+                data = json.loads(nb.read_text())
+                data["cells"][-1]["source"] = "".join(data["cells"][-1]["source"]) + "\n# edited"
+                nb.write_text(json.dumps(data))
+            else:
+                (pkg / "claims.py").write_text((pkg / "claims.py").read_text() + "\n# edited\n")
+            return out
+        return run
+
+    for what in ("notebook", "module"):
+        monkeypatch.setattr(runner, "execute_payload", edit_during(what))
+        assert main(["run", "clipped-sgd", "--force"]) == 0
+        first = record(tiny_book, "optimization", "clipped-sgd")
+        monkeypatch.setattr(runner, "execute_payload", real)
+        assert main(["run", "clipped-sgd"]) == 0          # the edit was not credited: runs again
+        second = record(tiny_book, "optimization", "clipped-sgd")
+        assert second["finished"] != first["finished"] and second["key"] != first["key"]
+        assert main(["run", "clipped-sgd"]) == 0          # and is then up to date
+        assert record(tiny_book, "optimization", "clipped-sgd")["finished"] == second["finished"]
+
+
 def test_a_ledger_that_breaks_the_rules_fails_the_chapter_naming_the_claim(tiny_book, capsys):
     body = GOOD_BODY.replace('ledger.control("positive", "negated", -n, what="n negated")\n', "")
     make_chapter(tiny_book, "clipped-sgd", body=body)

@@ -22,6 +22,9 @@ def test_bradley_terry_labels_follow_the_reward_gap():
     assert abs(share - 1 / (1 + np.exp(-1))) < 0.03
     assert pair_accuracy(reward, pairs) == pytest.approx(share)
     assert pair_accuracy(torch.zeros(1, 2), pairs) == 0.5      # ties count one half
+    sign = bt_pairs(torch.tensor([[0.0, 1.0, 1.0, 3.0]]), 500, np.random.default_rng(1), labels="sign")
+    assert pair_accuracy(torch.tensor([[0.0, 1.0, 1.0, 3.0]]), sign) == 1.0   # noise-free labels
+    assert not ((sign[:, 1] == 1) & (sign[:, 2] == 2)).any()                   # equal rewards redrawn
 
 
 def test_bad_input_is_named():
@@ -31,3 +34,5 @@ def test_bad_input_is_named():
         spin_loss(*(torch.zeros(2) for _ in range(4)), 0.0)
     with pytest.raises(ValueError, match=r"reward must be \[X, R\]"):
         bt_pairs(torch.zeros(3), 2, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="labels must be 'bt' or 'sign'"):
+        bt_pairs(torch.zeros(1, 2), 2, np.random.default_rng(0), labels="hard")

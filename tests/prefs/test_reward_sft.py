@@ -63,6 +63,8 @@ def test_rft_reaches_a_stationary_point_only_when_the_policy_moves(setup):
     assert moving.history["gap"][-1] < 0.3 * g0
     assert frozen.history["gap"][-1] == pytest.approx(g0)     # the policy never moved
     assert task.kl_from_expert(moving.logp) < task.kl_from_expert(task.ref_logp)
+    wrong = train_rft(fresh(task), task, x, y, cfg, seed=0, reward="linear", planted_bug="wrong-sign")
+    assert wrong.history["gap"][-1] > g0
     net = train_rft(fresh(task), task, x, y, FitConfig(steps=30), seed=0)
     assert net.reward.shape == task.ref_logp.shape
 
@@ -77,5 +79,7 @@ def test_bad_input_is_named(setup):
         train_sft(fresh(task), x + 10, y, FitConfig(steps=1), seed=0)
     with pytest.raises(ValueError, match="reward must be 'network' or 'linear'"):
         train_rft(fresh(task), task, x, y, FitConfig(steps=1), seed=0, reward="mlp")
+    with pytest.raises(ValueError, match="planted_bug must be None or 'wrong-sign'"):
+        train_rft(fresh(task), task, x, y, FitConfig(steps=1), seed=0, planted_bug="typo")
     with pytest.raises(ValueError, match="steps must be a positive int"):
         FitConfig(steps=0)

@@ -104,14 +104,31 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _DATA_SUFFIXES = (".yml", ".yaml", ".json", ".txt", ".csv")
 
 
-def modules_digest(modules: list[str] | None, package_dir: Path | None = None) -> str:
+def package_snapshot(package_dir: Path | None = None) -> dict[str, bytes]:
+    """The bytes of every source and data file of the package, by path relative to it: what a run
+    that starts now will import, kept so that its cache key describes the code it ran even if a
+    file is edited while it runs."""
+    base = package_dir or PACKAGE_DIR
+    return {str(p.relative_to(base)).replace(os.sep, "/"): p.read_bytes()
+            for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+            and (p.suffix == ".py" or p.suffix in _DATA_SUFFIXES)}
+
+
+def modules_digest(modules: list[str] | None, package_dir: Path | None = None,
+                   snapshot: dict[str, bytes] | None = None) -> str:
     """A hash of the given files of the package (paths relative to it) and of the data files in
-    their folders. ``None`` (no run yet) hashes to a key no stored result has."""
+    their folders, read from disk or from a :func:`package_snapshot`. ``None`` (no run yet) hashes
+    to a key no stored result has."""
     if modules is None:
         return "never-run"
     base = package_dir or PACKAGE_DIR
     files = set(modules)
     for m in modules:
+        if snapshot is not None:
+            folder = m.rpartition("/")[0]
+            files.update(rel for rel in snapshot if rel.rpartition("/")[0] == folder
+                         and rel.endswith(_DATA_SUFFIXES))
+            continue
         folder = (base / m).parent
         if folder.is_dir():
             files.update(str(p.relative_to(base)).replace(os.sep, "/") for p in folder.iterdir()
@@ -119,8 +136,12 @@ def modules_digest(modules: list[str] | None, package_dir: Path | None = None) -
     h = hashlib.sha256()
     for rel in sorted(files):
         h.update(rel.encode())
-        p = base / rel
-        h.update(p.read_bytes() if p.is_file() else b"<missing>")
+        if snapshot is not None:
+            data = snapshot.get(rel)
+        else:
+            p = base / rel
+            data = p.read_bytes() if p.is_file() else None
+        h.update(data if data is not None else b"<missing>")
     return h.hexdigest()
 
 
@@ -130,20 +151,26 @@ def _environment_digest() -> str:
     return hashlib.sha256(("\n".join(dists) + sys.version).encode()).hexdigest()
 
 
-def notebook_digest(path: Path) -> str:
-    nb = json.loads(path.read_text())
+def notebook_digest(path: Path | None = None, text: str | None = None) -> str:
+    """A hash of a notebook's cells (types, sources, tags), from its file or its text."""
+    nb = json.loads(text if text is not None else path.read_text())
     cells = [(c.get("cell_type"), "".join(c.get("source", "")), c.get("metadata", {}).get("tags"))
              for c in nb.get("cells", [])]
     return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
 
 
 def cache_key(chapter: Chapter, parameters: dict, modules: list[str] | None,
-              package_dir: Path | None = None) -> str:
+              package_dir: Path | None = None, *, notebook_text: str | None = None,
+              snapshot: dict[str, bytes] | None = None) -> str:
     """What a result depends on: notebook cells, parameters, the ``reprobook`` files the chapter
-    imported (``modules``, from its last ledger), environment."""
-    parts = {"notebook": notebook_digest(chapter.notebook),
+    imported (``modules``, from its last ledger), environment. A finished run passes the notebook
+    text and the package snapshot it started from, so editing either while it ran does not make
+    its record claim the edited version."""
+    nb = (notebook_digest(text=notebook_text) if notebook_text is not None
+          else notebook_digest(chapter.notebook))
+    parts = {"notebook": nb,
              "parameters": json.dumps(parameters, sort_keys=True),
-             "modules": modules_digest(modules, package_dir),
+             "modules": modules_digest(modules, package_dir, snapshot),
              "environment": _environment_digest()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -258,7 +285,8 @@ def _finish(job: "_Job", profile: str, payload: dict, where: str, root: Path) ->
         out.volatile = [c["id"] for c in ledger["claims"] if c.get("volatile")]
         out.peak_memory_mb = ledger.get("peak_memory_mb")
         out.modules = ledger.get("modules")
-        out.key = cache_key(chapter, job.parameters, out.modules)
+        out.key = cache_key(chapter, job.parameters, out.modules, notebook_text=job.notebook_text,
+                            snapshot=job.snapshot)
         write_text(paths["notebook"], payload["notebook"])
         write_text(paths["ledger"], payload["ledger"])
         paths["error_notebook"].unlink(missing_ok=True)
@@ -270,6 +298,7 @@ def _finish(job: "_Job", profile: str, payload: dict, where: str, root: Path) ->
         if res.get("traceback"):
             out.error = f"{out.error}\n{res['traceback']}"
     out.mismatches = _mismatches(out)
+    job.snapshot = None  # a few MB: not kept once the key is made
     write_text(paths["record"], json.dumps(asdict(out), indent=2))  # last: marks it complete
     return out
 
@@ -304,6 +333,14 @@ class _Job:
     parameters: dict
     key: str
     timeout: int
+    notebook_text: str | None = None              # what the run executed (set at launch)
+    snapshot: dict | None = field(default=None, repr=False)
+
+    def launch(self) -> str:
+        """Read the notebook and snapshot the package as the run starts; return the notebook."""
+        self.notebook_text = self.chapter.notebook.read_text()
+        self.snapshot = package_snapshot()
+        return self.notebook_text
 
 
 def plan(chapters: list[Chapter], profile: str, overrides: dict | None = None,
@@ -388,8 +425,7 @@ def _run_local(todo, profile, env, jobs, root, on_start, on_done) -> list[Outcom
             on_start(job.chapter)
         if _CANCELLED.is_set():
             return None
-        payload = execute_payload(job.chapter.notebook.read_text(), job.parameters, job.timeout,
-                                  env)
+        payload = execute_payload(job.launch(), job.parameters, job.timeout, env)
         if _CANCELLED.is_set():  # killed by an interrupt: not a result, leave no record
             return None
         with lock:
@@ -428,7 +464,7 @@ def _run_dask(todo, profile, env, scheduler, root, on_start, on_done) -> list[Ou
         for job in todo:
             if on_start:
                 on_start(job.chapter)
-            fut = client.submit(execute_payload, job.chapter.notebook.read_text(),
+            fut = client.submit(execute_payload, job.launch(),
                                 job.parameters, job.timeout, env, pure=False,
                                 key=f"reprobook-{profile}-{job.chapter.slug}-{job.key[:8]}")
             futures[fut] = job

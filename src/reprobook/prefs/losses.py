@@ -40,24 +40,34 @@ def spin_loss(logp_w: torch.Tensor, logp_l: torch.Tensor, opp_logp_w: torch.Tens
 
 
 def bt_pairs(reward: torch.Tensor, n: int, rng: np.random.Generator,
-             proposal: torch.Tensor | None = None) -> np.ndarray:
-    """``n`` Bradley–Terry-labelled pairs under ``reward: [X, R]``: rows ``(x, winner, loser)``.
+             proposal: torch.Tensor | None = None, labels: str = "bt") -> np.ndarray:
+    """``n`` labelled pairs under ``reward: [X, R]``: rows ``(x, winner, loser)``.
 
     Prompts are uniform; the two responses are drawn independently from ``proposal`` (``[X, R]``
-    log-probabilities; uniform when ``None``), distinct; the winner is chosen with probability
-    :math:`\\sigma(r(x, y_a) - r(x, y_b))`."""
+    log-probabilities; uniform when ``None``), distinct. With ``labels="bt"`` the winner is chosen
+    with probability :math:`\\sigma(r(x, y_a) - r(x, y_b))` (Bradley–Terry); with ``"sign"`` it is
+    the response of higher reward (noise-free; a pair of equal rewards is redrawn)."""
     if reward.ndim != 2:
         raise ValueError(f"reward must be [X, R], got {tuple(reward.shape)}")
+    if labels not in ("bt", "sign"):
+        raise ValueError(f"labels must be 'bt' or 'sign', got {labels!r}")
     X, R = reward.shape
     p = np.full((X, R), 1.0 / R) if proposal is None else proposal.detach().exp().double().numpy()
     p = p / p.sum(1, keepdims=True)
     out = np.zeros((n, 3), dtype=np.int64)
     r = reward.detach().double().numpy()
-    for i in range(n):
+    i = 0
+    while i < n:
         x = rng.integers(X)
         a, b = rng.choice(R, size=2, replace=False, p=p[x]) if (p[x] > 0).sum() >= 2 else (0, 1)
-        win = rng.random() < 1.0 / (1.0 + np.exp(-(r[x, a] - r[x, b])))
+        if labels == "sign":
+            if r[x, a] == r[x, b]:
+                continue
+            win = r[x, a] > r[x, b]
+        else:
+            win = rng.random() < 1.0 / (1.0 + np.exp(-(r[x, a] - r[x, b])))
         out[i] = (x, a, b) if win else (x, b, a)
+        i += 1
     return out
 
 

@@ -158,14 +158,18 @@ def irl_gradient_gap(features: torch.Tensor, x, y, logp: torch.Tensor) -> torch.
 
 def train_rft(model: ToyLM, task: ToyTask, x, y, cfg: FitConfig, *, seed: int,
               reward: str = "network", features: torch.Tensor | None = None,
-              update_policy: bool = True) -> FitResult:
+              update_policy: bool = True, planted_bug: str | None = None) -> FitResult:
     """Explicit-reward fine-tuning (see the module docstring). ``reward="linear"`` uses
     ``features`` (default: the task's own); ``update_policy=False`` is the broken control that
-    learns the reward against a policy that never moves. ``cfg.steps`` counts policy steps; the
-    reward takes one step per ``cfg.policy_steps`` of them."""
+    learns the reward against a policy that never moves; ``planted_bug="wrong-sign"`` moves the
+    policy toward :math:`\\pi_\\mathrm{ref}e^{-r/\\beta}` instead (a sign error in the policy step).
+    ``cfg.steps`` counts policy steps; the reward takes one step per ``cfg.policy_steps`` of them."""
     x, y = _check_demos(model, x, y)
     if reward not in ("network", "linear"):
         raise ValueError(f"reward must be 'network' or 'linear', got {reward!r}")
+    if planted_bug not in (None, "wrong-sign"):
+        raise ValueError(f"planted_bug must be None or 'wrong-sign', got {planted_bug!r}")
+    sign = -1.0 if planted_bug == "wrong-sign" else 1.0
     g = torch.Generator().manual_seed(seed)
     if reward == "linear":
         feats = task.features if features is None else features
@@ -195,7 +199,7 @@ def train_rft(model: ToyLM, task: ToyTask, x, y, cfg: FitConfig, *, seed: int,
                 gaps.append(float(irl_gradient_gap(feats, x, y, pi.log()).norm()))
         if update_policy:
             with torch.no_grad():
-                target = torch.log_softmax(task.ref_logp + table() / task.beta, 1)[prompts]
+                target = torch.log_softmax(task.ref_logp + sign * table() / task.beta, 1)[prompts]
             lp = model.log_probs()[prompts]
             loss = (target.exp() * (target - lp)).sum(1).mean()       # KL(target || pi)
             popt.zero_grad()
