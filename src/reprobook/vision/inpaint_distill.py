@@ -220,13 +220,14 @@ def _compose(base, free, p, mode, density_scale):
 def distill(base: torch.Tensor, free: torch.Tensor, inpainter: ViewInpainter, c2w, K, height: int,
             width: int, n_samples: int, loss_mask: torch.Tensor, steps: int, lr: float,
             views_per_step: int, gen: torch.Generator, mode: str = "erase", per_view: bool = False,
-            density_scale: float = 40.0, init_density: float = 0.05) -> dict:
+            density_scale: float = 40.0, init_density: float = 2.0) -> dict:
     """Fit the bubble voxels ``free`` (R, R, R) of ``base`` (4, R, R, R) to the inpainter's views.
 
     Each step draws ``views_per_step`` random training views (all views, one per field, when
     ``per_view``), asks the inpainter for a fresh edit of each, renders them, and takes an Adam
-    step on the mean squared error over ``loss_mask`` (V, 1, H, W). The bubble starts empty
-    (density ``init_density``, grey). Returns ``grid`` ((4, R, R, R), or (V, 4, R, R, R) per view)
+    step on the mean squared error over ``loss_mask`` (V, 1, H, W). The bubble starts as a faint
+    grey fog (density ``init_density``): from a near-zero density the softplus needs tens of Adam
+    steps before a surface can form, which short schedules cannot afford. Returns ``grid`` ((4, R, R, R), or (V, 4, R, R, R) per view)
     and the per-step ``loss``."""
     if mode not in ("erase", "replace"):
         raise ValueError(f"unknown mode {mode!r}; use 'erase' or 'replace'")
