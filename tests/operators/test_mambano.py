@@ -64,10 +64,10 @@ def test_ss2d_is_global():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_unet_shapes_and_backward(variant):
-    m = OperatorUNet(variant, 4, d_state=2, expand=1, levels=3, mixer_from=1)
-    x = torch.randn(2, 3, 16, 16)
+    m = OperatorUNet(variant, 2, d_state=2, expand=1, levels=3, mixer_from=1)
+    x = torch.randn(2, 3, 8, 8)
     y = m(x)
-    assert y.shape == (2, 1, 16, 16)
+    assert y.shape == (2, 1, 8, 8)
     y.square().mean().backward()
     assert all(p.grad is not None for p in m.parameters() if p.requires_grad)
 
