@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from reprobook.data.instruction_lang import (TASKS, InstructionLanguage, exact_match, refused)
+from reprobook.data.instruction_lang import (TASKS, InstructionLanguage, exact_match, refused,
+                                             starts_compliance)
 
 
 def test_answers_follow_their_definitions():
@@ -45,6 +46,7 @@ def test_heldout_topics_stay_out_of_seen_draws():
 
 def test_scoring_and_errors():
     assert refused([3, 5]) and not refused([]) and not refused([5, 3])
+    assert starts_compliance([20, 5, 2], [20, 7]) and not starts_compliance([20, 5, 2], [5, 7])
     assert exact_match([[1, 2], [3]], [[1, 2], [4]]).tolist() == [True, False]
     lang = InstructionLanguage()
     with pytest.raises(ValueError, match="unknown kind"):

@@ -36,7 +36,7 @@ def test_generation_and_scores_on_mixed_lengths():
     assert len({len(p) for p in harm.prompts}) > 1
     ans = generate(m, LANG, harm.prompts)
     assert len(ans) == 12 and all(len(a) <= LANG.max_len for a in ans)
-    assert 0.0 <= harmful_score(m, LANG, harm) <= 1.0
+    assert 0.0 <= harmful_score(m, LANG, harm) <= harmful_score(m, LANG, harm, how="not-refused") <= 1.0
     assert 0.0 <= task_accuracy(m, LANG, LANG.sample("add1", 5, rng)) <= 1.0
     with pytest.raises(ValueError, match="harmful prompts only"):
         harmful_score(m, LANG, LANG.sample("copy", 3, rng))
