@@ -59,14 +59,14 @@ def test_prior_frames_follow_or_break_the_rules():
 def test_refine_with_an_exact_image_prior_repairs_the_coarse_guess():
     """The 'prior' is a narrow Gaussian around the natural video's own frames, so SDS must pull
     the coarse parameters back toward the natural ones."""
-    w = L.World(12, 12, softness=0.8)
+    w = L.World(8, 8, softness=0.8)
     plan = L.Plan((L.Element("", "box", False), L.Element("", "tree", False)))
     rng = np.random.default_rng(3)
     nat = L.natural_layout(plan, w, 3, rng)
     co = L.coarse_guess(nat, w, rng)
     target = L.render_video(plan.shapes, nat, w).float()              # (F, 3, H, W)
     D = gaussian_denoiser(target, 0.05)
-    cfg = L.RefineConfig(steps=150, lr=0.01, sigma_min=0.05, sigma_max=0.5, temporal_weight=10.0)
+    cfg = L.RefineConfig(steps=100, lr=0.015, sigma_min=0.05, sigma_max=0.5, temporal_weight=10.0)
     ref = L.refine(D, plan.shapes, co[None], w, cfg, torch.Generator().manual_seed(0))[0]
     assert float(L.layout_error(ref, plan.assets, w)) < 0.5 * float(L.layout_error(co, plan.assets, w))
 
