@@ -5,12 +5,12 @@ from reprobook.models.pose_conditioned import PoseConditionedUNet, predict, psnr
 
 
 def _task(n, g):
-    """Targets that depend on the pose: the source mirrored left-right when pose[0] > 0."""
+    """Targets that depend on the pose: the source inverted (1 - x) when pose[0] > 0."""
     src = torch.rand(n, 3, 8, 8, generator=g)
     src = torch.nn.functional.avg_pool2d(src, 3, 1, 1)
     pose = torch.zeros(n, 6)
     pose[:, 0] = torch.randint(2, (n,), generator=g).float() * 2 - 1
-    tgt = torch.where(pose[:, 0, None, None, None] > 0, src.flip(-1), src)
+    tgt = torch.where(pose[:, 0, None, None, None] > 0, 1 - src, src)
     return src, tgt, pose
 
 
