@@ -208,9 +208,12 @@ def cue_scores(cue: torch.Tensor, prior: tuple[torch.Tensor, torch.Tensor], *, a
     return out[0], out[1]
 
 
-def oracle_scores(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ground-truth split need as scores (a reference, not a method: it reads the labels)."""
-    return tuple(subdividable(labels, lvl).to(torch.float32) for lvl in (0, 1))
+def oracle_scores(labels: torch.Tensor, n_classes: int = N_CLASSES) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Ground-truth split need as scores: the impurity :math:`1 - \max_k h_{c,k}` of each cell's
+    class histogram :math:`h_c` (0 exactly for a one-class cell), so the most mixed cells come first
+    when the budget cannot split them all. A reference, not a method: it reads the labels."""
+    onehot = F.one_hot(labels, n_classes).permute(0, 4, 1, 2, 3).to(torch.float32)
+    return tuple(1.0 - F.avg_pool3d(onehot, CELL[lvl]).max(dim=1).values for lvl in (0, 1))
 
 
 def random_scores(batch: int, shape, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -264,39 +267,40 @@ class QueryDecoder(nn.Module):
         return 2 * sum(m.weight.numel() for m in self.net if isinstance(m, nn.Linear))
 
     @staticmethod
-    def pooled(features: torch.Tensor) -> list[torch.Tensor]:
-        """Per level, every cell's :math:`3^3` neighbourhood of the features average-pooled to that
-        level (zero beyond the volume), as rows ``(B * cells, 27 C)`` in ``(b, i, j, k)`` order.
-        The features are inputs, not parameters, so this is computed once per batch."""
+    def pooled(features: torch.Tensor) -> list[tuple[torch.Tensor, tuple[int, int, int]]]:
+        """Per level, the features average-pooled to that level and zero-padded by one cell, as
+        rows ``(B * (X+2) * (Y+2) * (Z+2), C)`` with the padded sizes. The features are inputs, not
+        parameters, so this is computed once per batch; queries gather their neighbours from it."""
         out = []
         for c in CELL:
             v = F.avg_pool3d(features, c) if c > 1 else features
-            B, C, X, Y, Z = v.shape
             p = F.pad(v, (1,) * 6)
-            nb = torch.stack([p[:, :, dx:dx + X, dy:dy + Y, dz:dz + Z] for dx, dy, dz in _OFFSETS.tolist()], 1)
-            out.append(nb.permute(0, 3, 4, 5, 1, 2).reshape(B * X * Y * Z, 27 * C))
+            out.append((p.permute(0, 2, 3, 4, 1).reshape(-1, p.shape[1]), tuple(p.shape[2:])))
         return out
 
-    def forward(self, pooled: list[torch.Tensor], level: int, idx: torch.Tensor, shape) -> torch.Tensor:
+    @staticmethod
+    def _neighbourhood(pooled, b, ijk) -> torch.Tensor:
+        """Rows ``(Q, 27 C)``: the 3^3 neighbourhoods of cells ``ijk`` (unpadded coordinates)."""
+        flat, (Xp, Yp, Zp) = pooled
+        off = (_OFFSETS[:, 0] * Yp + _OFFSETS[:, 1]) * Zp + _OFFSETS[:, 2]
+        base = ((b * Xp + ijk[:, 0]) * Yp + ijk[:, 1]) * Zp + ijk[:, 2]
+        rows = (base.unsqueeze(1) + off.to(base.device).unsqueeze(0)).reshape(-1)
+        return flat.index_select(0, rows).reshape(len(b), -1)
+
+    def forward(self, pooled, level: int, idx: torch.Tensor, shape) -> torch.Tensor:
         """Logits ``(Q, K)`` for queries ``idx = (Q, 4)`` rows ``(b, i, j, k)`` at ``level`` of a
         volume of ``shape = (X, Y, Z)`` voxels; ``pooled`` comes from :meth:`pooled`."""
-        X, Y, Z = shape
+        Z = shape[2]
         b, ijk = idx[:, 0], idx[:, 1:]
-
-        def rows(lvl, q):
-            c = CELL[lvl]
-            n = (X // c, Y // c, Z // c)
-            return ((b * n[0] + q[:, 0]) * n[1] + q[:, 1]) * n[2] + q[:, 2]
-
-        own = pooled[level].index_select(0, rows(level, ijk))
-        anc = pooled[0].index_select(0, rows(0, torch.div(ijk, CELL[0] // CELL[level], rounding_mode="floor")))
+        own = self._neighbourhood(pooled[level], b, ijk)
+        anc = self._neighbourhood(pooled[0], b, torch.div(ijk, CELL[0] // CELL[level], rounding_mode="floor"))
         lvl = F.one_hot(torch.full((len(idx),), level, device=idx.device), 3).to(own.dtype)
         z = (ijk[:, 2:3].to(own.dtype) + 0.5) * CELL[level] / Z
         return self.net(torch.cat([own, anc, lvl, z], dim=1))
 
 
 def decode(decoder: QueryDecoder, features: torch.Tensor, structure: Structure,
-           pooled: list[torch.Tensor] | None = None) -> torch.Tensor:
+           pooled: list | None = None) -> torch.Tensor:
     """Full-resolution logits ``(B, K, X, Y, Z)``: the decoder run once per leaf, each leaf's
     logits broadcast over the voxels it covers."""
     if features.dim() != 5 or tuple(features.shape[-3:]) != structure.shape or \
