@@ -255,14 +255,14 @@ def test_volatile_digits_are_masked_for_nbval_and_nothing_else():
 
     cfg = (Path(__file__).resolve().parents[1] / "nbval-sanitize.cfg").read_text()
     patterns = get_sanitize_patterns(cfg)
-    assert len(patterns) == 3
+    assert len(patterns) == 6
 
-    def run(timing, other, control=(0.5, 0.9)):
+    def run(timing, other, control=(0.5, 0.9), departure="", detail=""):
         led = ledger()
         led.claim("speedup", "s", source="p", criterion=at_least(1.5), threshold="notes",
-                  volatile=True)
+                  volatile=True, departure=departure)
         led.claim("exact", "e", source="p", criterion=at_most(1e-6), threshold="ours", exact=True)
-        led.record("speedup", est(timing, timing + 1))
+        led.record("speedup", est(timing, timing + 1), detail=detail)
         led.control("speedup", "c1", est(*control), what="chunk size 1")
         led.record("exact", other)
         led.control("exact", "bug", 1.0, what="bug")
@@ -277,6 +277,14 @@ def test_volatile_digits_are_masked_for_nbval_and_nothing_else():
     assert run(2.0, 1e-9) == run(2.0, 1e-9, (1.2, 1.8))  # its control's verdict moved: equal
     assert run(2.0, 1e-9) != run(2.0, 2e-9)          # another number moved: caught
     assert "(varies)" in run(2.0, 1e-9)[0] and "«(varies)»" in run(2.0, 1e-9)[1]
+    # a control that does not separate leaves the timing unjudged, with the reason in its note: the
+    # reason is masked too, whatever else the note holds (a departure, a detail, both, neither)
+    for dep, det in (("", ""), ("d", ""), ("", "n = 7"), ("d", "n = 7")):
+        judged = run(2.0, 1e-9, departure=dep, detail=det)
+        unjudged = run(2.0, 1e-9, (1.6, 1.9), departure=dep, detail=det)
+        assert judged == unjudged, (dep, det)
+        assert "not judged" not in unjudged[0] + unjudged[1]
+    assert run(2.0, 1e-9, (1.6, 1.9)) != run(2.0, 2e-9, (1.6, 1.9))   # other numbers still caught
 
 
 def test_a_timing_whose_control_does_not_separate_is_not_judged(tmp_path):
