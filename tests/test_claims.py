@@ -312,3 +312,26 @@ def test_a_timing_whose_control_does_not_separate_is_not_judged(tmp_path):
     assert "unseparated" not in run((0.5, 0.9)).to_json()["claims"][0]
     with pytest.raises(LedgerError, match="none of its 1 control"):
         run((1.6, 1.9), volatile=False).save(tmp_path / "m.json")
+
+
+def test_an_inconclusive_timing_beside_inconclusive_controls_is_not_judged(tmp_path):
+    """A timing whose interval straddles the threshold, with controls that straddle it too (a loaded
+    CI machine), is left unjudged rather than refused; its own reason is kept beside the new one.
+    The same numbers on a non-volatile claim are still refused: a deterministic check owes a control
+    that separates."""
+    def run(volatile=True):
+        led = ledger()
+        led.claim("slope", "s", source="p", criterion=at_most(1.25), threshold="notes",
+                  volatile=volatile)
+        assert led.record("slope", est(1.0, 1.5)) == INCONCLUSIVE
+        led.control("slope", "attention", est(1.1, 2.0), what="attention in its place")
+        return led
+
+    led = run()
+    c = led.to_json()["claims"][0]
+    assert c["verdict"] == INCONCLUSIVE and c["unseparated"]
+    assert c["measured_verdict"] == INCONCLUSIVE and "not judged" in c["why"]
+    assert led.problems() == []
+    led.save(tmp_path / "l.json")
+    with pytest.raises(LedgerError, match="none of its 1 control"):
+        run(volatile=False).save(tmp_path / "m.json")

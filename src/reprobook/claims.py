@@ -25,7 +25,10 @@ A ``volatile`` claim (a timing) is the one exception to refusing: whether its co
 from it is itself a measurement, which a loaded machine can spoil. When none of its controls
 reaches a different verdict in a run, that run could not tell the method from the broken one, so
 the claim is *not judged*: its verdict becomes ``inconclusive at this scale``, the ledger says why
-(``unseparated``), and the verdict the criterion gave is kept as ``measured_verdict``.
+(``unseparated``), and the verdict the criterion gave is kept as ``measured_verdict``. This holds
+whatever the criterion gave, ``inconclusive`` included: a timing whose interval straddles its
+threshold next to controls that straddle it too is the honest outcome of a noisy run, not a
+chapter that breaks the rule.
 """
 from __future__ import annotations
 
@@ -249,8 +252,10 @@ class Claim:
     def unseparated(self) -> bool:
         """A volatile claim none of whose controls reached a different verdict on its own
         evidence in this run (see the module's docstring): it is then not judged."""
+        # an inconclusive timing counts too: its controls, timed on the same loaded machine, may
+        # land inconclusive beside it, and that run could tell nothing either way
         return (self.volatile and not self.declared and not self.no_control
-                and bool(self.controls) and self.result.verdict in (REPRODUCED, NOT_REPRODUCED)
+                and bool(self.controls) and self.result.verdict in JUDGED
                 and not any(k.verdict != self.result.verdict and not k.result.why
                             for k in self.controls))
 
@@ -275,7 +280,9 @@ class Claim:
             "threshold": self.threshold, "departure": self.departure, "exact": self.exact,
             "volatile": self.volatile,
             **self.result.to_json(), "verdict": self.verdict,
-            **({"why": UNSEPARATED.format(measured=self.result.verdict), "unseparated": True,
+            **({"why": "; ".join(filter(None, (self.result.why,
+                                                UNSEPARATED.format(measured=self.result.verdict)))),
+                "unseparated": True,
                 "measured_verdict": self.result.verdict} if self.unseparated else {}),
             "detail": self.detail, "reason": self.reason,
             "controls": [c.to_json() for c in self.controls], "no_control": self.no_control,
