@@ -17,18 +17,19 @@ recorded and the criterion; nobody passes a verdict in.
 
 Every judged claim carries **controls**: re-runs in the chapter on a broken method (the baseline
 swapped in, the key component removed) or, for a claim that fails, a positive control (the effect
-planted), judged by the claim's own criterion. At least one control's verdict must differ from the
-claim's, or the chapter says why no control is possible (:meth:`Ledger.no_control`). A check that
-cannot fail proves nothing; :meth:`Ledger.save` and the runner refuse a ledger that breaks this rule.
+planted), judged by the claim's own criterion. A check that cannot fail proves nothing, so a claim
+is *judged* only when at least one control's verdict differs from the claim's on its own evidence
+(not made inconclusive by too few replicates or a degenerate interval). A claim with no control at
+all breaks the book's rule: :meth:`Ledger.save` and the runner refuse it, unless the chapter says
+why no control is possible (:meth:`Ledger.no_control`).
 
-A ``volatile`` claim (a timing) is the one exception to refusing: whether its control separates
-from it is itself a measurement, which a loaded machine can spoil. When none of its controls
-reaches a different verdict in a run, that run could not tell the method from the broken one, so
-the claim is *not judged*: its verdict becomes ``inconclusive at this scale``, the ledger says why
-(``unseparated``), and the verdict the criterion gave is kept as ``measured_verdict``. This holds
-whatever the criterion gave, ``inconclusive`` included: a timing whose interval straddles its
-threshold next to controls that straddle it too is the honest outcome of a noisy run, not a
-chapter that breaks the rule.
+A claim whose controls all land on its own verdict in a run is **not judged** there: that run could
+not tell the method from the broken one. Its verdict becomes ``inconclusive at this scale``, the
+ledger says why (``unseparated``, with the reason in ``why``), and the verdict the criterion gave is
+kept as ``measured_verdict``. This holds whatever the criterion gave, ``inconclusive`` included.
+For a ``volatile`` claim (a timing) this is the ordinary outcome of a loaded machine, and its
+reason reads "not judged in this run" (nbval masks it, as it masks every volatile number); for a
+deterministic claim it reads "not judged at this scale", and it is compared like any other text.
 """
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ NOT_RECORDED = "not recorded"
 UNSEPARATED = ("not judged in this run: no control reached a different verdict, so this timing could "
                "not tell the method from the broken one on this machine (the criterion alone gave "
                "'{measured}')")
+#: Why a deterministic claim whose controls did not separate from it is not judged.
+UNSEPARATED_AT_SCALE = ("not judged at this scale: no control reached a different verdict on its own "
+                        "evidence, so this run could not tell the method from a broken one (the "
+                        "criterion alone gave '{measured}')")
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE, NOT_IMPLEMENTED, NOT_RECORDED)
 #: Verdicts computed from a measurement (and so owing a control that flips).
 JUDGED = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
@@ -250,12 +255,10 @@ class Claim:
 
     @property
     def unseparated(self) -> bool:
-        """A volatile claim none of whose controls reached a different verdict on its own
-        evidence in this run (see the module's docstring): it is then not judged."""
-        # an inconclusive timing counts too: its controls, timed on the same loaded machine, may
-        # land inconclusive beside it, and that run could tell nothing either way
-        return (self.volatile and not self.declared and not self.no_control
-                and bool(self.controls) and self.result.verdict in JUDGED
+        """A claim with controls none of which reached a different verdict on its own evidence in
+        this run (see the module's docstring): it is then not judged."""
+        return (not self.declared and not self.no_control and bool(self.controls)
+                and self.result.verdict in JUDGED
                 and not any(k.verdict != self.result.verdict and not k.result.why
                             for k in self.controls))
 
@@ -280,8 +283,10 @@ class Claim:
             "threshold": self.threshold, "departure": self.departure, "exact": self.exact,
             "volatile": self.volatile,
             **self.result.to_json(), "verdict": self.verdict,
-            **({"why": "; ".join(filter(None, (self.result.why,
-                                                UNSEPARATED.format(measured=self.result.verdict)))),
+            **({"why": "; ".join(filter(None, (
+                self.result.why,
+                (UNSEPARATED if self.volatile else UNSEPARATED_AT_SCALE).format(
+                    measured=self.result.verdict)))),
                 "unseparated": True,
                 "measured_verdict": self.result.verdict} if self.unseparated else {}),
             "detail": self.detail, "reason": self.reason,
@@ -295,9 +300,10 @@ def rule_problems(claims: list[dict]) -> list[str]:
     Every judged claim must have a control whose verdict differs from its own, or a recorded
     reason why no control is possible; a declared claim must be recorded. A control counts only if
     its verdict comes from the criterion: one that is inconclusive because of too few replicates or
-    a degenerate interval (a broken method that ties the baseline exactly) does not. A volatile
-    claim left unjudged because its controls did not separate in this run (``unseparated``) owes
-    nothing more: it is already inconclusive, and says why.
+    a degenerate interval (a broken method that ties the baseline exactly) does not. A claim left
+    unjudged because its controls did not separate in this run (``unseparated``) owes nothing more:
+    it is already inconclusive, and says why. So what is refused is a claim with no control at all
+    (or, in a ledger saved before this rule, one whose controls did not separate).
     """
     out = []
     for c in claims:
@@ -487,8 +493,9 @@ class Ledger:
         c = self._judged(id)
         c.result = measure(c.criterion, c.exact, f"value of claim {id!r}", result)
         c.detail = detail
-        # a volatile claim's verdict may still change with its controls: glued by save()
-        self._glue(id, c.result, verdict=not c.volatile)
+        # the verdict may still change with the controls (an unseparated claim is not judged):
+        # glued by save(), once every control is in
+        self._glue(id, c.result, verdict=False)
         return c.verdict
 
     def control(self, id: str, name: str, result: Any, *, what: str, kind: str = "broken",
@@ -564,7 +571,7 @@ class Ledger:
         from .glue import glue
 
         for c in self.claims.values():  # settled now that every control is in (see record)
-            if c.volatile and not c.declared and c.result.verdict != NOT_RECORDED:
+            if not c.declared and c.result.verdict != NOT_RECORDED:
                 glue(f"{c.id}.verdict", c.verdict)
         path = path or os.environ.get(LEDGER_PATH_ENV)
         written = None
