@@ -7,13 +7,7 @@ from reprobook.data.forgery_families import real_crops
 from reprobook.vision.forgery_detector import ForgeryCNN, detection_auroc, scores, train_detector
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # tiny nets: a second thread only adds contention on a loaded machine
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

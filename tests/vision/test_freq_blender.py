@@ -9,13 +9,7 @@ from reprobook.vision.freq_blender import (FPNetLite, blend, dct2, fit_spectrum_
 from reprobook.data.forgery_families import make_fakes, real_crops
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # tiny nets: a second thread only adds contention on a loaded machine
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
