@@ -106,18 +106,18 @@ def propagate_with_events(center, slices, reach: float = 7.0, iters: int = 1, mi
         raise ValueError(f"event slices must have shape [K, 2, H, W], got {s.shape}")
     if not reach > 0:
         raise ValueError(f"reach must be positive, got {reach!r}")
-    act = np.abs(s[:, 0]).astype(np.float64) + np.abs(s[:, 1])
-    H, W = act.shape[1:]
+    H, W = s.shape[2:]
     r = int(np.ceil(reach))
-    for a in act:
+    for a in s:
         for _ in range(iters):
             cx, cy = int(round(c[0])), int(round(c[1]))
             x0, x1 = max(cx - r, 0), min(cx + r + 1, W)
             y0, y1 = max(cy - r, 0), min(cy + r + 1, H)
             if x0 >= x1 or y0 >= y1:
                 break
-            yy, xx = np.mgrid[y0:y1, x0:x1]
-            w = a[y0:y1, x0:x1] * (((xx - c[0]) ** 2 + (yy - c[1]) ** 2) <= reach**2)
+            yy, xx = np.ogrid[y0:y1, x0:x1]
+            counts = np.abs(a[0, y0:y1, x0:x1]).astype(np.float64) + np.abs(a[1, y0:y1, x0:x1])
+            w = counts * (((xx - c[0]) ** 2 + (yy - c[1]) ** 2) <= reach**2)
             tot = w.sum()
             if tot < min_events:
                 break
