@@ -118,3 +118,19 @@ def test_config_bad_input():
         AlignConfig(epochs=0)
     with pytest.raises(ValueError, match="volumes"):
         FlatMLP(8)(torch.zeros(2, 4, 4, 4))
+
+
+def test_minilm_embeddings_bad_input_and_cache_read(tmp_path, monkeypatch):
+    from reprobook.models import brain_alignment as BA
+    with pytest.raises(ValueError, match="texts"):
+        BA.minilm_embeddings([], cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="texts"):
+        BA.minilm_embeddings(["a", ""], cache_dir=tmp_path)
+    # a cached file is read back without loading the encoder
+    import reprobook.models.minilm as M
+    calls = []
+    monkeypatch.setattr(M, "load_minilm", lambda *a, **k: calls.append(1) or object())
+    monkeypatch.setattr(M, "encode", lambda mini, texts: torch.ones(len(texts), 384))
+    first = BA.minilm_embeddings(["a seven", "a two"], cache_dir=tmp_path)
+    second = BA.minilm_embeddings(["a seven", "a two"], cache_dir=tmp_path)
+    assert first.shape == (2, 384) and np.array_equal(first, second) and len(calls) == 1
