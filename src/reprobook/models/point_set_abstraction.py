@@ -282,13 +282,15 @@ def train_segmenter(pyramids, labels, n_classes: int, *, aggregator: str = "dsa"
     torch.manual_seed(int(seed))
     net = PointSegNet(n_classes, widths, stem, aggregator, spatial_hidden)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
-    batches = [collate([p]) for p in pyramids]
-    feats = [_features(b["xyz"][0]) for b in batches]
+    feats = [_features(torch.from_numpy(np.asarray(p.xyz)).float()) for p in pyramids]
     labs = [torch.as_tensor(np.asarray(y), dtype=torch.long) for y in labels]
     n = len(pyramids)
     for _ in range(int(steps)):
         pick = torch.randperm(n, generator=g)[: min(batch, n)].tolist()
-        loss = sum(nn.functional.cross_entropy(net(batches[i], feats[i]), labs[i]) for i in pick) / len(pick)
+        # the picked clouds as one long cloud: one forward pass per step
+        b = collate([pyramids[i] for i in pick])
+        out = net(b, torch.cat([feats[i] for i in pick]))
+        loss = nn.functional.cross_entropy(out, torch.cat([labs[i] for i in pick]))
         opt.zero_grad()
         loss.backward()
         opt.step()

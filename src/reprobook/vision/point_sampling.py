@@ -220,7 +220,7 @@ def hash_query(points, queries, cell: float, k: int | None, curve: str = "hilber
     c = _size(cell, "cell")
     if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
         raise ValueError(f"k must be a positive int or None, got {k!r}")
-    o = np.minimum(p.min(0), q.min(0)) - c      # a margin: the -1 neighbour cell stays >= 0
+    o = np.minimum(p.min(0), q.min(0)) - 2 * c  # a margin: the -1 neighbour cell stays >= 0 (rounding)
     qc = voxel_coords(q, c, o)
     top = max(int(voxel_coords(p, c, o).max()), int(qc.max()) + 1)
     bits = max(1, top.bit_length())             # one grid order for the table and the lookups
@@ -267,7 +267,7 @@ def adjacent_cells_brute(points, queries, cell: float):
     p = _points(points)
     q = _points(queries, "queries")
     c = _size(cell, "cell")
-    o = np.minimum(p.min(0), q.min(0)) - c
+    o = np.minimum(p.min(0), q.min(0)) - 2 * c
     pc, qc = voxel_coords(p, c, o), voxel_coords(q, c, o)
     return [np.flatnonzero(np.abs(pc - qq).max(1) <= 1) for qq in qc]
 
@@ -295,7 +295,7 @@ def coverage_radius(points, sample_idx) -> float:
     return float(d.max())
 
 
-def cell_for_ratio(points, ratio: float, curve: str = "morton", iters: int = 30) -> float:
+def cell_for_ratio(points, ratio: float, curve: str = "morton", iters: int = 16) -> float:
     """The cell size at which :func:`linearization_sample` keeps about ``ratio`` of the points
     (bisection on the log of the cell size; the sample count falls as the cell grows)."""
     p = _points(points)
@@ -303,7 +303,7 @@ def cell_for_ratio(points, ratio: float, curve: str = "morton", iters: int = 30)
         raise ValueError(f"ratio must lie in (0, 1), got {ratio!r}")
     target = ratio * len(p)
     ext = float((p.max(0) - p.min(0)).max()) or 1.0
-    lo, hi = np.log(ext * 1e-6), np.log(ext)
+    lo, hi = np.log(ext * 1e-4), np.log(ext)
     for _ in range(int(iters)):
         mid = 0.5 * (lo + hi)
         if len(linearization_sample(p, float(np.exp(mid)), curve)) > target:
