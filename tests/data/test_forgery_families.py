@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.fft import dctn
 
-from reprobook.data.forgery_families import (FAMILIES, jpeg_table, make_fakes, real_crops,
+from reprobook.data.forgery_families import (FAMILIES, face_crops, jpeg_table, make_fakes, real_crops,
                                              transposed_conv_kernel)
 
 
@@ -28,6 +28,30 @@ def test_real_crops_rejects_bad_input():
         real_crops(2, g, photos=("lena",))
     with pytest.raises(ValueError, match="positive integer"):
         real_crops(0, g)
+
+
+def test_face_crops_are_windows_of_disjoint_lfw_faces():
+    from skimage.data import lfw_subset
+    faces = lfw_subset()[:100]
+    tr = face_crops(40, np.random.default_rng(0), faces=(0.0, 0.7))
+    te = face_crops(20, np.random.default_rng(1), faces=(0.7, 1.0))
+    assert tr.shape == (40, 1, 24, 24) and tr.dtype == np.float32
+    assert np.array_equal(tr, face_crops(40, np.random.default_rng(0), faces=(0.0, 0.7)))
+
+    def source(c):   # the face index a crop was cut from (any offset, either flip)
+        for i, f in enumerate(faces):
+            for a in (0, 1):
+                for b in (0, 1):
+                    w = f[a:a + 24, b:b + 24]
+                    if np.allclose(w, c) or np.allclose(w[:, ::-1], c):
+                        return i
+        return None
+    assert all(source(c[0]) is not None and source(c[0]) < 70 for c in tr)
+    assert all(source(c[0]) is not None and source(c[0]) >= 70 for c in te)
+    with pytest.raises(ValueError, match="size"):
+        face_crops(4, np.random.default_rng(0), size=32)
+    with pytest.raises(ValueError, match="fraction range"):
+        face_crops(4, np.random.default_rng(0), faces=(0.5, 0.5))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -47,6 +47,18 @@ def test_rehearsal_remembers_what_finetuning_forgets(digit_tasks):
     assert len(out["derpp"].buffer) == 200 and out["derpp"].buffer.logits is not None
 
 
+def test_adam_steps_only_trainable_parameters(digit_tasks):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    net[0].weight.requires_grad_(False)
+    frozen = net[0].weight.clone()
+    head = net[2].weight.clone()
+    r = train_continual(net, digit_tasks[:2], "er", ContinualConfig(epochs=1, lr=1e-2), seed=0,
+                        optimizer="adam")
+    assert torch.equal(net[0].weight, frozen) and not torch.equal(net[2].weight, head)
+    assert r.R[0, 0] > 0.6                     # well above the 0.1 of an untrained 10-way head
+
+
 def test_derpp_matches_its_definition():
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 4)
@@ -66,6 +78,9 @@ def test_derpp_matches_its_definition():
 def test_bad_input_is_named(digit_tasks):
     with pytest.raises(ValueError, match="unknown continual method 'ewc'"):
         train_continual(torch.nn.Linear(64, 10), digit_tasks, "ewc", ContinualConfig(), seed=0)
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
+        train_continual(torch.nn.Linear(64, 10), digit_tasks, "er", ContinualConfig(), seed=0,
+                        optimizer="rmsprop")
     with pytest.raises(ValueError, match="must divide the 10 labels"):
         split_by_class(np.zeros((10, 2)), np.arange(10), np.zeros((10, 2)), np.arange(10), 3)
     with pytest.raises(ValueError, match="buffer must be a positive int"):

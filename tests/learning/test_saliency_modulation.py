@@ -3,10 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reprobook.learning.continual import ContinualConfig, split_by_class
+from reprobook.learning.continual import ContinualConfig, split_by_class, train_continual
 from reprobook.learning.saliency_modulation import (ModulatedLearner, SaliencyNet, StageNet, accuracy,
-                                                    fgsm, saliency_kl, stack_inputs, train_saliency,
-                                                    train_stream)
+                                                    fgsm, saliency_kl, stack_inputs, train_saliency)
 
 W = (4, 8, 8)
 
@@ -82,7 +81,7 @@ def test_fgsm_stays_in_the_ball_and_raises_the_loss():
         assert F.cross_entropy(model(adv), y) > F.cross_entropy(model(x), y)
 
 
-def test_train_stream_learns_two_easy_tasks():
+def test_modulated_learner_learns_two_easy_tasks_with_adam():
     g = torch.Generator().manual_seed(0)
     n = 64
     y = torch.arange(n) % 4
@@ -93,8 +92,8 @@ def test_train_stream_learns_two_easy_tasks():
     tasks = split_by_class(x, y, x, y, 2)
     torch.manual_seed(0)
     model = ModulatedLearner(4, "none", widths=W)
-    res = train_stream(model, tasks, "er", ContinualConfig(epochs=6, batch=8, replay_batch=8,
-                                                           buffer=32, lr=1e-2), seed=0)
+    res = train_continual(model, tasks, "er", ContinualConfig(epochs=6, batch=8, replay_batch=8,
+                                                              buffer=32, lr=1e-2), seed=0, optimizer="adam")
     assert res.R[-1].mean() > 0.6
     assert accuracy(model, tasks[0].x_test, tasks[0].y_test, classes=(0, 1)) >= \
         accuracy(model, tasks[0].x_test, tasks[0].y_test)
@@ -111,5 +110,3 @@ def test_bad_input_is_named():
         ModulatedLearner(4, "oracle", widths=W)(torch.zeros(2, 1, 8, 8))
     with pytest.raises(ValueError, match="images"):
         StageNet(1, W, (1, 2, 2)).features(torch.zeros(2, 3, 8, 8))
-    with pytest.raises(ValueError, match="unknown continual method"):
-        train_stream(ModulatedLearner(4, widths=W), [], "ewc", ContinualConfig(), seed=0)

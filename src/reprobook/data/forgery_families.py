@@ -8,6 +8,13 @@ photographs (the grey-level photos of :mod:`reprobook.data.natural_images`: scik
 of rows of every photo (a fraction range), so a training and a test set come from disjoint parts
 of the photos, with random horizontal flips. Grey levels are in [0, 1], shape ``(n, 1, size, size)``.
 
+**Real faces.** :func:`face_crops` draws from scikit-image's 100 real LFW face crops (25 x 25,
+``skimage.data.lfw_subset``, which ships offline): a ``size`` x ``size`` window (``size`` = 24, the
+largest multiple of 8 that fits) at native resolution, at one of the four offsets, with random
+horizontal flips. Training and test draws use disjoint ranges of the 100 faces (``faces``, a
+fraction range), so no test face is seen in training; there are only 8 distinct crops of a face,
+so a large ``n`` repeats crops.
+
 **Fake families.** Each family maps a real crop ``R`` to its fake ``F = G(R)``, so the trace
 ``F - R`` is known exactly. They stand for the upsampling and compression traces that generators
 leave (Odena et al. 2016 on checkerboards; Frank et al. 2020 on the spectra of GAN images):
@@ -77,6 +84,31 @@ def real_crops(n: int, rng: np.random.Generator, *, size: int = 32, rows: tuple[
         i, j = rng.integers(r0, r1), rng.integers(0, n_cols + 1)
         crop = img[i:i + size, j:j + size]
         out[k, 0] = crop[:, ::-1] if rng.random() < 0.5 else crop
+    return out
+
+
+def face_crops(n: int, rng: np.random.Generator, *, size: int = 24,
+               faces: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
+    """``n`` crops (float32, ``(n, 1, size, size)``) of the real LFW faces whose index lies in the
+    fraction range ``faces`` of the 100 (module docstring), faces drawn uniformly with replacement."""
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if size not in (8, 16, 24):
+        raise ValueError(f"size must be a multiple of 8 that fits the 25x25 faces (8, 16 or 24), got {size!r}")
+    lo, hi = faces
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ValueError(f"faces must be a fraction range 0 <= lo < hi <= 1, got {faces}")
+    from skimage.data import lfw_subset   # lazy: only chapters on faces pay for it
+
+    real = lfw_subset()[:100]                                  # the first 100 are faces
+    i0, i1 = int(np.floor(lo * 100)), max(int(np.floor(lo * 100)) + 1, int(np.ceil(hi * 100)))
+    which = rng.integers(i0, i1, size=int(n))
+    off = rng.integers(0, 25 - size + 1, size=(int(n), 2))
+    flip = rng.random(int(n)) < 0.5
+    out = np.empty((int(n), 1, size, size), dtype=np.float32)
+    for k in range(int(n)):
+        crop = real[which[k], off[k, 0]:off[k, 0] + size, off[k, 1]:off[k, 1] + size]
+        out[k, 0] = crop[:, ::-1] if flip[k] else crop
     return out
 
 

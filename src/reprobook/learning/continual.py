@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from .reservoir import ReservoirBuffer
 
 __all__ = ["METHODS", "Task", "ContinualConfig", "ContinualResult", "split_by_class",
-           "continual_loss", "train_continual", "accuracy_matrix_summary", "average_accuracy",
+           "continual_loss", "OPTIMIZERS", "train_continual", "accuracy_matrix_summary", "average_accuracy",
            "forgetting"]
 
 METHODS = ("finetune", "er", "derpp")
@@ -152,18 +152,29 @@ def _accuracy(model, x, y, batch=1024):
     return hits / len(x)
 
 
+OPTIMIZERS = ("sgd", "adam")
+
+
 def train_continual(model: nn.Module, tasks: Sequence[Task], method: str, cfg: ContinualConfig,
-                    *, seed: int, extra_loss: Callable | None = None) -> ContinualResult:
-    """Train ``model`` (in place, SGD) on ``tasks`` in order with ``method``; test on every task
+                    *, seed: int, extra_loss: Callable | None = None,
+                    optimizer: str = "sgd") -> ContinualResult:
+    """Train ``model`` (in place) on ``tasks`` in order with ``method``; test on every task
     after each. ``extra_loss(model, x, y, logits) -> tensor`` is added to every step's loss (a
-    method's own regulariser). ``seed`` fixes the batch order and the buffer's draws."""
+    method's own regulariser). ``seed`` fixes the batch order and the buffer's draws.
+    ``optimizer``: plain SGD (the default) or Adam over the parameters that require gradients,
+    both at learning rate ``cfg.lr``; every arm of one comparison should use the same."""
     if method not in METHODS:
         raise ValueError(f"unknown continual method {method!r}; known: {METHODS}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known: {OPTIMIZERS}")
     if not tasks:
         raise ValueError("no tasks to train on")
-    gen = torch.Generator().manual_seed(seed)
-    buffer = ReservoirBuffer(cfg.buffer, seed=seed) if method != "finetune" else None
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(int(seed))
+    buffer = ReservoirBuffer(cfg.buffer, seed=int(seed)) if method != "finetune" else None
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    else:
+        opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
     T = len(tasks)
     R = np.full((T, T), np.nan)
     steps = 0

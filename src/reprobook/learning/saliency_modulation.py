@@ -39,15 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .continual import METHODS, ContinualConfig, ContinualResult, Task, continual_loss
-from .reservoir import ReservoirBuffer
 
-__all__ = ["MODES", "train_stream", "StageNet", "SaliencyNet", "ModulatedLearner", "saliency_kl", "train_saliency",
+__all__ = ["MODES", "StageNet", "SaliencyNet", "ModulatedLearner", "saliency_kl", "train_saliency",
            "stack_inputs", "fgsm", "accuracy"]
 
 MODES = ("none", "saliency", "constant", "oracle")
@@ -265,39 +262,3 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         hits += (pred == y[i:i + batch]).sum().item()
     model.train(was)
     return hits / len(x)
-
-
-def train_stream(model: nn.Module, tasks: Sequence[Task], method: str, cfg: ContinualConfig, *,
-                 seed: int) -> ContinualResult:
-    """:func:`reprobook.learning.continual.train_continual` with **Adam** (learning rate
-    ``cfg.lr``) over the parameters that learn, instead of plain SGD: the same losses
-    (:func:`~reprobook.learning.continual.continual_loss`), reservoir buffer, batch order and
-    accuracy matrix. Small GroupNorm convnets on cluttered canvases barely move under momentum-free
-    SGD in a few epochs, so every arm of a comparison gets this same optimiser instead."""
-    if method not in METHODS:
-        raise ValueError(f"unknown continual method {method!r}; known: {METHODS}")
-    if not tasks:
-        raise ValueError("no tasks to train on")
-    gen = torch.Generator().manual_seed(int(seed))
-    buffer = ReservoirBuffer(cfg.buffer, seed=int(seed)) if method != "finetune" else None
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
-    T = len(tasks)
-    R = np.full((T, T), np.nan)
-    steps = 0
-    model.train()
-    for i, task in enumerate(tasks):
-        n = len(task.x_train)
-        for _ in range(cfg.epochs):
-            order = torch.randperm(n, generator=gen)
-            for s in range(0, n, cfg.batch):
-                idx = order[s:s + cfg.batch]
-                x, y = task.x_train[idx], task.y_train[idx]
-                loss, logits = continual_loss(method, model, x, y, buffer, cfg)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                steps += 1
-                if buffer is not None:
-                    buffer.add(x, y, logits.detach() if method == "derpp" else None, task=i)
-        R[i] = [accuracy(model, t.x_test, t.y_test) for t in tasks]
-    return ContinualResult(R=R, steps=steps, buffer=buffer)
