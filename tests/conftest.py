@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 import yaml
 
 from reprobook.book.catalog import paper_by_slug
@@ -77,3 +78,12 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+@pytest.fixture
+def one_thread():
+    """Run a test on one torch thread: tiny nets only gain contention from a second one."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -11,14 +11,6 @@ from reprobook.models.point_set_abstraction import (AGGREGATORS, DisassembledSet
                                                     train_segmenter)
 
 
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _inputs(n=300, m=60, k=8, c=16, seed=0):
     g = torch.Generator().manual_seed(seed)
     xyz = torch.rand(n, 3, generator=g)
