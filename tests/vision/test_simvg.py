@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from reprobook.vision.boxes import box_iou, cxcywh_to_xyxy, hungarian
-from reprobook.vision.simvg import (FusionEncoder, SimVG, decoder_loss, distill_token_loss, evaluate,
+from reprobook.vision.simvg import (sincos_2d, TokenBranch, FusionEncoder, SimVG, decoder_loss, distill_token_loss, evaluate,
                                     giou, mask_words, match_single, pretrain_fusion, soft_targets,
                                     time_branches, token_loss, train_grounding)
 
@@ -120,3 +120,49 @@ def test_model_shapes_training_and_timing(one_thread):
     with pytest.raises(ValueError, match="lacks"):
         train_grounding(SimVG(enc, decoder=False), x, ids, boxes, mode="fixed", steps=1,
                         batch_size=4, lr=1e-3, generator=g)
+
+
+def test_sincos_positions_and_token_branch_options():
+    p = sincos_2d(3, 16)
+    assert p.shape == (9, 16)
+    assert torch.allclose(p.norm(dim=1), torch.full((9,), 8 ** 0.5))     # sin^2 + cos^2 per pair
+    d = torch.cdist(p, p)
+    assert (d + torch.eye(9) * 1e3).min() > 0.1                         # every patch its own code
+    assert d[0, 1] < d[0, 2] and d[0, 3] < d[0, 6]                       # nearer patches, nearer codes
+    enc = FusionEncoder(vocab_size=5, size=16, patch=8, dim=16, layers=1, heads=2, positions="sincos")
+    assert "patch_pos" not in dict(enc.named_parameters())               # fixed, not trained
+    assert torch.equal(enc.patch_pos, sincos_2d(2, 16))
+    with pytest.raises(ValueError, match="positions must be"):
+        FusionEncoder(vocab_size=5, size=16, patch=8, dim=16, positions="rope")
+    with pytest.raises(ValueError, match="divisible by 4"):
+        FusionEncoder(vocab_size=5, size=16, patch=8, dim=18, heads=2, positions="sincos")
+    assert len(TokenBranch(16).mlp) == 0 and len(TokenBranch(16, hidden_layers=2).mlp) == 4
+    with pytest.raises(ValueError, match="hidden_layers"):
+        TokenBranch(16, hidden_layers=-1)
+
+
+def test_token_branch_learns_to_point_at_the_named_patch(one_thread):
+    """A 2 x 2 patch grid, the four patches in four colours in a random order; the one word names a
+    colour and the target is that patch's box. With fixed positions the token branch alone must learn
+    which patch the word picks and where it lies; without the word it could be right on a quarter."""
+    g = torch.Generator().manual_seed(0)
+    n = 256
+    rgb = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 0]])
+    order = torch.stack([torch.randperm(4, generator=g) for _ in range(n)])      # colour of each patch
+    named = torch.randint(0, 4, (n,), generator=g)
+    x = torch.zeros(n, 3, 16, 16)
+    for k in range(4):
+        r, q = divmod(k, 2)
+        x[:, :, 8 * r:8 * r + 8, 8 * q:8 * q + 8] = rgb[order[:, k]][:, :, None, None]
+    ids = (named + 1)[:, None]
+    where = (order == named[:, None]).float().argmax(1)
+    col, row = (where % 2).float(), (where // 2).float()
+    boxes = torch.stack([col / 2, row / 2, col / 2 + 0.5, row / 2 + 0.5], 1)
+    torch.manual_seed(0)
+    enc = FusionEncoder(vocab_size=5, size=16, patch=8, dim=64, layers=2, heads=4, max_len=1, positions="sincos")
+    m = SimVG(enc, decoder=False)
+    train_grounding(m, x, ids, boxes, mode="token", steps=600, batch_size=32, lr=1e-3, generator=g)
+    acc = (evaluate(m, x, ids, boxes)["token"] >= 0.5).mean()
+    assert acc > 0.8, acc
+    shuffled = (evaluate(m, x, ids[torch.randperm(n, generator=g)], boxes)["token"] >= 0.5).mean()
+    assert shuffled < 0.45, shuffled     # it reads the word: with another image's word it is near chance
