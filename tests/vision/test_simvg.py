@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from reprobook.vision.boxes import box_iou, cxcywh_to_xyxy, hungarian
-from reprobook.vision.simvg import (sincos_2d, TokenBranch, FusionEncoder, SimVG, decoder_loss, distill_token_loss, evaluate,
-                                    giou, mask_words, match_single, pretrain_fusion, soft_targets,
-                                    time_branches, token_loss, train_grounding)
+from reprobook.vision.simvg import (FusionEncoder, SimVG, TokenBranch, decoder_loss, distill_token_loss,
+                                    evaluate, giou, mask_words, match_single, pretrain_fusion, sincos_2d,
+                                    soft_targets, time_branches, token_loss, train_grounding)
 
 
 def _batch(B=5, Q=4, seed=0):
